@@ -1,0 +1,80 @@
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include <ratelimit/algorithms/model.hpp>
+#include <ratelimit/decision.hpp>
+#include <ratelimit/detail/checked_math.hpp>
+
+namespace ratelimit {
+inline namespace v1 {
+
+/// Fixed window: at most `count` per window `[k·period, (k+1)·period)` counted from the clock's
+/// epoch (floor division, also before it). Cheapest and simplest; admits up to 2×count across
+/// a window edge.
+///
+/// State (24 bytes): the key's window start, the tick of its last write and the count used.
+/// After a step back the key's window shifts by the step, keeping the time it had left.
+/// Thread safety: stateless; `step` is a pure function of its arguments.
+struct FixedWindowModel {
+    static constexpr std::string_view kName = "fixed_window";
+    static constexpr bool kBucket = false;
+
+    struct State {
+        Tick start = 0;
+        Tick last = 0;
+        std::int64_t used = 0;  ///< 0 marks a fresh key
+    };
+
+    static Decision step(State& state, const Quota& q, Tick now, std::int64_t cost) noexcept {
+        State view = state;
+        const bool steppedBack = rebaseAndRoll(view, q, now);
+        const Tick left = q.period - detail::satSub(now, view.start);
+        const Tick reset = view.used > 0 ? left : 0;
+        if (cost > q.count) {
+            return detail::decision(q, false, q.count, q.count - view.used, detail::kNeverTicks, reset);
+        }
+        if (view.used + cost <= q.count) {
+            if (cost > 0) {
+                view.used += cost;
+                view.last = now;
+                state = view;
+            }
+            return detail::decision(q, true, q.count, q.count - view.used, 0,
+                                    view.used > 0 ? left : 0);
+        }
+        if (steppedBack) {
+            state = view;
+        }
+        return detail::decision(q, false, q.count, q.count - view.used, left, reset);
+    }
+
+    static bool isFresh(const State& state, const Quota& q, Tick now) noexcept {
+        return state.used == 0 || (now >= state.last && detail::satSub(now, state.start) >= q.period);
+    }
+
+    static ModelRange range(const Quota& q) noexcept { return {q.period, q.count}; }
+
+private:
+    /// Shifts the window after a step back, then starts a new aligned window when the key's
+    /// window is over (or the key is fresh). Returns whether it rebased.
+    static bool rebaseAndRoll(State& s, const Quota& q, Tick now) noexcept {
+        const bool steppedBack = s.used > 0 && now < s.last;
+        if (steppedBack) {
+            const Tick step = detail::satSub(s.last, now);
+            s.start = detail::satSub(s.start, step);
+            s.last = now;
+        }
+        if (s.used > 0 && detail::satSub(now, s.start) >= q.period) {
+            s.used = 0;
+        }
+        if (s.used == 0) {
+            s.start = detail::alignedStart(now, q.period);
+        }
+        return steppedBack;
+    }
+};
+
+}  // namespace v1
+}  // namespace ratelimit

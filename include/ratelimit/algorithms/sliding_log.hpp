@@ -1,0 +1,117 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include <ratelimit/algorithms/model.hpp>
+#include <ratelimit/decision.hpp>
+#include <ratelimit/detail/checked_math.hpp>
+
+namespace ratelimit {
+inline namespace v1 {
+
+/// Sliding log: at most `count` in any window `(now − period, now]`; an entry made at `t`
+/// stops counting at exactly `t + period`. Exact, with no edge burst; memory grows with the
+/// number of distinct request times.
+///
+/// State: runs of (time, count), oldest first, merged when times are equal. At most
+/// `Quota::maxRunsPerKey` runs: beyond it the two oldest merge at the later one's time, so
+/// their entries expire later, never earlier (conservative: it never over-admits). 32 bytes
+/// plus 16 per run.
+/// Thread safety: stateless; `step` is a pure function of its arguments.
+struct SlidingLogModel {
+    static constexpr std::string_view kName = "sliding_log";
+    static constexpr bool kBucket = false;
+
+    struct Run {
+        Tick time = 0;
+        std::int64_t count = 0;
+    };
+
+    struct State {
+        std::vector<Run> runs;
+    };
+
+    static Decision step(State& state, const Quota& q, Tick now, std::int64_t cost) {
+        auto& runs = state.runs;
+        // After a step back the log shifts so its newest entry sits at `now`.
+        const Tick shift = (!runs.empty() && now < runs.back().time)
+                               ? detail::satSub(runs.back().time, now) : 0;
+        const auto expired = [&](const Run& r) {
+            return detail::satSub(now, detail::satSub(r.time, shift)) >= q.period;
+        };
+        std::size_t first = 0;
+        while (first < runs.size() && expired(runs[first])) {
+            ++first;
+        }
+        std::int64_t used = 0;
+        for (std::size_t i = first; i < runs.size(); ++i) {
+            used += runs[i].count;
+        }
+        const Tick reset = first < runs.size()
+                               ? q.period - detail::satSub(now, detail::satSub(runs.back().time, shift))
+                               : 0;
+        if (cost > q.count) {
+            return detail::decision(q, false, q.count, q.count - used, detail::kNeverTicks, reset);
+        }
+        if (used + cost <= q.count) {
+            if (cost > 0) {
+                compact(runs, first, shift);
+                append(runs, now, cost, q.maxRunsPerKey);
+            }
+            return detail::decision(q, true, q.count, q.count - used - cost, 0,
+                                    cost > 0 ? q.period : reset);
+        }
+        // The oldest runs whose expiry brings `used + cost` within `count`.
+        std::int64_t freed = 0;
+        std::size_t j = first;
+        while (used - freed + cost > q.count) {
+            freed += runs[j++].count;
+        }
+        const Tick wait = q.period - detail::satSub(now, detail::satSub(runs[j - 1].time, shift));
+        if (shift > 0) {
+            compact(runs, first, shift);
+        }
+        return detail::decision(q, false, q.count, q.count - used, wait, reset);
+    }
+
+    static bool isFresh(const State& state, const Quota& q, Tick now) noexcept {
+        return state.runs.empty() ||
+               (now >= state.runs.back().time && detail::satSub(now, state.runs.back().time) >= q.period);
+    }
+
+    static ModelRange range(const Quota& q) noexcept { return {q.period, q.count}; }
+
+    /// Most heap bytes one key's runs can hold (a vector's growth may double its capacity).
+    static std::size_t heapBytes(const Quota& q) noexcept {
+        return 2 * static_cast<std::size_t>(q.maxRunsPerKey + 1) * sizeof(Run);
+    }
+
+private:
+    /// Drops the expired runs before `first` and applies the step-back shift.
+    static void compact(std::vector<Run>& runs, std::size_t first, Tick shift) {
+        runs.erase(runs.begin(), runs.begin() + static_cast<std::ptrdiff_t>(first));
+        if (shift > 0) {
+            for (Run& r : runs) {
+                r.time = detail::satSub(r.time, shift);
+            }
+        }
+    }
+
+    static void append(std::vector<Run>& runs, Tick now, std::int64_t cost, std::int64_t maxRuns) {
+        if (!runs.empty() && runs.back().time == now) {
+            runs.back().count += cost;
+            return;
+        }
+        runs.push_back(Run{now, cost});
+        if (static_cast<std::int64_t>(runs.size()) > maxRuns) {
+            runs[1].count += runs[0].count;
+            runs.erase(runs.begin());
+        }
+    }
+};
+
+}  // namespace v1
+}  // namespace ratelimit

@@ -1,0 +1,127 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <concepts>
+#include <cstdint>
+#include <memory>
+#include <ratio>
+
+namespace ratelimit {
+inline namespace v1 {
+
+/// What a limiter needs from a clock.
+///
+/// `now()` on a const clock returns the clock's `time_point`; its duration is the tick of the
+/// limiter's integer arithmetic and must be a whole number of nanoseconds. The value may step
+/// backwards; limiters cope (DESIGN.md, "clock steps back"). Copies of a clock are cheap
+/// handles sharing one timeline. A clock that declares `static constexpr bool kStoreSide =
+/// true` is read by the store itself (its `now()` is never called); one that declares
+/// `kHostLocalEpoch = true` counts from an origin other hosts do not share.
+template <class C>
+concept ClockPolicy = std::copy_constructible<C> && requires(const C& clock) {
+    typename C::duration;
+    typename C::time_point;
+    { clock.now() } -> std::same_as<typename C::time_point>;
+};
+
+namespace detail {
+
+template <class C>
+inline constexpr bool kStoreSideClock = requires { requires C::kStoreSide; };
+
+template <class C>
+inline constexpr bool kHostLocalClock = requires { requires C::kHostLocalEpoch; };
+
+/// Nanoseconds per tick of a clock, or 0 when its tick is not a whole number of nanoseconds.
+template <class C>
+inline constexpr std::int64_t kNanosPerTick =
+    std::ratio_divide<typename C::duration::period, std::nano>::den == 1
+        ? std::ratio_divide<typename C::duration::period, std::nano>::num
+        : 0;
+
+}  // namespace detail
+
+/// A monotonic clock for one process, aligned to UTC so fixed windows start on the minute.
+///
+/// Reads `std::chrono::steady_clock` plus an offset to the Unix epoch captured once at
+/// construction: windows align to UTC, and later NTP steps of the wall clock change nothing.
+/// Its epoch is local to the host, so it cannot be used with a shared store.
+/// Thread safety: thread-safe; copies share the offset.
+class SteadyClock {
+public:
+    using duration = std::chrono::nanoseconds;
+    using rep = duration::rep;
+    using period = duration::period;
+    using time_point = std::chrono::time_point<SteadyClock, duration>;
+    static constexpr bool is_steady = true;
+    static constexpr bool kHostLocalEpoch = true;
+
+    SteadyClock()
+        : offset_(std::chrono::duration_cast<duration>(
+              std::chrono::system_clock::now().time_since_epoch() -
+              std::chrono::steady_clock::now().time_since_epoch())) {}
+
+    [[nodiscard]] time_point now() const noexcept {
+        return time_point{std::chrono::duration_cast<duration>(
+                              std::chrono::steady_clock::now().time_since_epoch()) +
+                          offset_};
+    }
+
+private:
+    duration offset_;
+};
+
+/// Wall-clock time since the Unix epoch, for limits shared by several hosts whose clocks are
+/// synchronised. It may step backwards with NTP; limiters cope.
+/// Thread safety: thread-safe; stateless.
+class SystemClock {
+public:
+    using duration = std::chrono::nanoseconds;
+    using rep = duration::rep;
+    using period = duration::period;
+    using time_point = std::chrono::time_point<SystemClock, duration>;
+    static constexpr bool is_steady = false;
+
+    [[nodiscard]] time_point now() const noexcept {
+        return time_point{std::chrono::duration_cast<duration>(
+            std::chrono::system_clock::now().time_since_epoch())};
+    }
+};
+
+/// A clock driven by hand, for tests and simulations: starts at its own zero and moves only
+/// when told, forwards or backwards.
+/// Thread safety: thread-safe; copies share one time.
+class ManualClock {
+public:
+    using duration = std::chrono::nanoseconds;
+    using rep = duration::rep;
+    using period = duration::period;
+    using time_point = std::chrono::time_point<ManualClock, duration>;
+    static constexpr bool is_steady = false;
+
+    ManualClock() : ticks_(std::make_shared<std::atomic<rep>>(0)) {}
+
+    [[nodiscard]] time_point now() const noexcept {
+        return time_point{duration{ticks_->load(std::memory_order_acquire)}};
+    }
+
+    /// Moves the time by `d` (negative steps backwards).
+    void advance(duration d) noexcept { ticks_->fetch_add(d.count(), std::memory_order_acq_rel); }
+
+    /// Sets the time to `t`.
+    void set(time_point t) noexcept { ticks_->store(t.time_since_epoch().count(), std::memory_order_release); }
+
+    /// Sets the time to `sinceZero` after the clock's zero.
+    void set(duration sinceZero) noexcept { set(time_point{sinceZero}); }
+
+private:
+    std::shared_ptr<std::atomic<rep>> ticks_;
+};
+
+static_assert(ClockPolicy<SteadyClock>);
+static_assert(ClockPolicy<SystemClock>);
+static_assert(ClockPolicy<ManualClock>);
+
+}  // namespace v1
+}  // namespace ratelimit

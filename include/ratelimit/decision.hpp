@@ -1,0 +1,58 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <ratio>
+
+namespace ratelimit {
+inline namespace v1 {
+
+/// The answer to one `tryAcquire` or `peek`: whether the request may go on, and everything an
+/// HTTP 429 response needs.
+///
+/// Durations are nanoseconds whatever the clock. Thread safety: thread-compatible value type.
+struct Decision {
+    /// `retryAfter` of a request that can never pass (a cost above the limit).
+    static constexpr std::chrono::nanoseconds kNever = std::chrono::nanoseconds::max();
+
+    /// The request may go on (its cost was consumed, unless this was a peek).
+    bool allowed = false;
+    /// The capacity this decision was made against: `count` for the window algorithms,
+    /// `burst` for the buckets.
+    std::int64_t limit = 0;
+    /// Cost units still available after this decision, rounded down, never negative.
+    std::int64_t remaining = 0;
+    /// Zero when allowed; otherwise the smallest wait after which the same call passes if
+    /// nothing else happens (a call at exactly `now + retryAfter` passes), or `kNever`.
+    std::chrono::nanoseconds retryAfter{0};
+    /// Time until the key is back to its full, untouched state; zero if it already is.
+    std::chrono::nanoseconds resetAfter{0};
+    /// The store failed and the failure policy answered.
+    bool degraded = false;
+    /// Which member of a limit set decided; 0 for a single limit.
+    std::uint32_t policy = 0;
+
+    /// True when the request can never pass, whatever the wait.
+    [[nodiscard]] constexpr bool never() const noexcept { return retryAfter == kNever; }
+
+    /// `t + retryAfter`, saturated at the time point's maximum instead of overflowing.
+    template <class TimePoint>
+    [[nodiscard]] constexpr TimePoint retryAt(TimePoint t) const noexcept {
+        using Duration = typename TimePoint::duration;
+        static_assert(std::chrono::treat_as_floating_point_v<typename Duration::rep> ||
+                          std::ratio_greater_equal_v<typename Duration::period, std::nano>,
+                      "retryAt needs a time point no finer than nanoseconds");
+        const Duration wait = std::chrono::ceil<Duration>(retryAfter);
+        if (never() || wait >= TimePoint::max() - t) {
+            return TimePoint::max();
+        }
+        return t + wait;
+    }
+
+    constexpr explicit operator bool() const noexcept { return allowed; }
+
+    friend constexpr bool operator==(const Decision&, const Decision&) = default;
+};
+
+}  // namespace v1
+}  // namespace ratelimit

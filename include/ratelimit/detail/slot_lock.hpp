@@ -1,0 +1,74 @@
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include <ratelimit/detail/thread_annotations.hpp>
+
+namespace ratelimit {
+inline namespace v1 {
+namespace detail {
+
+/// A 4-byte lock for one table slot: spins briefly (steps take tens of nanoseconds), then
+/// sleeps in the kernel through `std::atomic::wait`, so a preempted holder costs no CPU.
+/// States: 0 free, 1 held, 2 held with possible sleepers (Drepper, "Futexes Are Tricky").
+class RATELIMIT_CAPABILITY("mutex") SlotLock {
+public:
+    void lock() noexcept RATELIMIT_ACQUIRE() {
+        std::uint32_t expected = 0;
+        if (state_.compare_exchange_strong(expected, 1, std::memory_order_acquire)) {
+            return;
+        }
+        for (int spin = 0; spin < kSpins; ++spin) {
+            pause();
+            expected = 0;
+            if (state_.load(std::memory_order_relaxed) == 0 &&
+                state_.compare_exchange_weak(expected, 1, std::memory_order_acquire)) {
+                return;
+            }
+        }
+        while (state_.exchange(2, std::memory_order_acquire) != 0) {
+            state_.wait(2, std::memory_order_relaxed);
+        }
+    }
+
+    bool try_lock() noexcept RATELIMIT_TRY_ACQUIRE(true) {
+        std::uint32_t expected = 0;
+        return state_.compare_exchange_strong(expected, 1, std::memory_order_acquire);
+    }
+
+    void unlock() noexcept RATELIMIT_RELEASE() {
+        if (state_.exchange(0, std::memory_order_release) == 2) {
+            state_.notify_one();
+        }
+    }
+
+private:
+    static constexpr int kSpins = 100;
+
+    static void pause() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#elif defined(__aarch64__)
+        asm volatile("yield");
+#endif
+    }
+
+    std::atomic<std::uint32_t> state_{0};
+};
+
+/// Holds a `SlotLock` for a scope.
+class RATELIMIT_SCOPED_CAPABILITY SlotGuard {
+public:
+    explicit SlotGuard(SlotLock& lock) noexcept RATELIMIT_ACQUIRE(lock) : lock_(lock) { lock_.lock(); }
+    ~SlotGuard() RATELIMIT_RELEASE() { lock_.unlock(); }
+    SlotGuard(const SlotGuard&) = delete;
+    SlotGuard& operator=(const SlotGuard&) = delete;
+
+private:
+    SlotLock& lock_;
+};
+
+}  // namespace detail
+}  // namespace v1
+}  // namespace ratelimit

@@ -1,0 +1,173 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <ratelimit/algorithms/fixed_window.hpp>
+#include <ratelimit/algorithms/leaky_bucket.hpp>
+#include <ratelimit/algorithms/model.hpp>
+#include <ratelimit/algorithms/sliding_counter.hpp>
+#include <ratelimit/algorithms/sliding_log.hpp>
+#include <ratelimit/algorithms/token_bucket.hpp>
+#include <ratelimit/clock.hpp>
+#include <ratelimit/decision.hpp>
+#include <ratelimit/detail/checked_math.hpp>
+#include <ratelimit/detail/siphash.hpp>
+#include <ratelimit/detail/throw.hpp>
+#include <ratelimit/limit.hpp>
+#include <ratelimit/storage/memory.hpp>
+#include <ratelimit/storage/storage.hpp>
+
+namespace ratelimit {
+inline namespace v1 {
+
+/// Options of a `Limiter` beyond its limit, storage and clock. Fields only ever get added at
+/// the end.
+struct LimiterOptions {
+    /// The limiter's namespace in its storage: limiters sharing a storage need distinct names
+    /// (or the same name and limit, to share keys).
+    std::string name = "default";
+    /// Window algorithms only: shift each key's windows by a phase derived from the key, so
+    /// that all keys do not reset at the same instant. Off: windows start at multiples of the
+    /// period from the clock's epoch (UTC for `SteadyClock` and `SystemClock`).
+    bool spreadWindowResets = false;
+    /// Sliding log only: runs of (time, count) kept per key; beyond it the two oldest merge
+    /// (conservatively). 1 … 2^20; default 64.
+    std::int64_t maxRunsPerKey = 64;
+};
+
+/// A rate limiter: one algorithm (`Model`) over one store of per-key state (`Storage`) read
+/// at the time of one `Clock`. Use the aliases `TokenBucket<>`, `FixedWindow<>`, … .
+///
+/// Thread safety: thread-safe; a limiter may be shared by any number of request threads.
+/// Copies share the same storage table and clock.
+template <AlgorithmModel Model, StoragePolicy<Model> Storage = MemoryStorage,
+          ClockPolicy Clock = typename Storage::DefaultClock>
+class Limiter {
+    static_assert(!(Storage::kSharedAcrossHosts && detail::kHostLocalClock<Clock>),
+                  "ratelimit: SteadyClock counts from an origin local to this host, so its times "
+                  "mean nothing to other hosts sharing this storage; use the storage's default "
+                  "clock (RedisServerClock) or SystemClock");
+    static_assert(!detail::kStoreSideClock<Clock> || Storage::kSharedAcrossHosts,
+                  "ratelimit: a store-side clock (RedisServerClock) is read by the store itself "
+                  "and only works with RedisStorage; with MemoryStorage use SteadyClock (the "
+                  "default), SystemClock or ManualClock");
+    static_assert(detail::kNanosPerTick<Clock> > 0,
+                  "ratelimit: the clock's duration must be a whole number of nanoseconds");
+
+public:
+    using Options = LimiterOptions;
+    using time_point = typename Clock::time_point;
+
+    /// Builds a limiter enforcing `limit` per key.
+    /// Throws: `std::invalid_argument` naming the field when the options are out of range or the
+    /// storage cannot hold the limit's arithmetic exactly (the message names the bound and the
+    /// largest accepted value). Does no I/O.
+    explicit Limiter(Limit limit, Storage storage = Storage{}, Clock clock = Clock{},
+                     Options options = Options{})
+        : limit_(limit),
+          quota_(makeQuota(limit, options)),
+          storage_(std::move(storage)),
+          clock_(std::move(clock)),
+          options_(std::move(options)),
+          table_(storage_.template table<Model>(options_.name, quota_)) {}
+
+    /// Decides whether `key` may spend `cost` now, and spends it if so.
+    ///
+    /// Any byte string is a key, the empty one included. `cost == 0` is a peek: allowed, nothing
+    /// changes. A refusal consumes nothing. A cost above the limit is refused with
+    /// `retryAfter == Decision::kNever`.
+    /// Throws: `std::invalid_argument` for a negative cost; `std::bad_alloc`.
+    /// Complexity: O(1) (sliding log: O(maxRunsPerKey)).
+    Decision tryAcquire(std::string_view key, std::int64_t cost = 1) {
+        return tryAcquire(key, cost, clock_.now());
+    }
+
+    /// `tryAcquire` at a time the caller already read from this limiter's clock.
+    Decision tryAcquire(std::string_view key, std::int64_t cost, time_point now) {
+        return step(key, cost, now, true);
+    }
+
+    /// The decision `tryAcquire(key, cost)` would return now, without consuming anything.
+    /// Thread safety: thread-safe, but the answer may be outdated at once.
+    Decision peek(std::string_view key, std::int64_t cost = 1) { return peek(key, cost, clock_.now()); }
+
+    /// `peek` at a given time of this limiter's clock.
+    Decision peek(std::string_view key, std::int64_t cost, time_point now) {
+        return step(key, cost, now, false);
+    }
+
+    /// Forgets everything about `key`: its next request meets a fresh limit.
+    void reset(std::string_view key) { table_.reset(key); }
+
+    [[nodiscard]] const Limit& limit() const noexcept { return limit_; }
+    [[nodiscard]] const Options& options() const noexcept { return options_; }
+    [[nodiscard]] const Clock& clock() const noexcept { return clock_; }
+    [[nodiscard]] const Storage& storage() const noexcept { return storage_; }
+
+private:
+    static Quota makeQuota(const Limit& limit, const Options& options) {
+        if (options.maxRunsPerKey < 1 || options.maxRunsPerKey > (std::int64_t{1} << 20)) {
+            detail::throwInvalidArgument("LimiterOptions.maxRunsPerKey must be in 1..2^20 (got " +
+                                         std::to_string(options.maxRunsPerKey) + ")");
+        }
+        return Quota::make(limit, detail::kNanosPerTick<Clock>, options.maxRunsPerKey);
+    }
+
+    Decision step(std::string_view key, std::int64_t cost, time_point now, bool consume) {
+        if (cost < 0) {
+            detail::throwInvalidArgument("cost must be >= 0 (got " + std::to_string(cost) + ")");
+        }
+        const Tick tick = std::chrono::duration_cast<std::chrono::duration<Tick, typename Clock::period>>(
+                              now.time_since_epoch())
+                              .count();
+        return table_.step(key, detail::satSub(tick, phaseOf(key)), cost, consume);
+    }
+
+    /// The key's window phase in ticks: a fixed (unseeded) hash, so every host and every
+    /// restart agrees on it.
+    Tick phaseOf(std::string_view key) const noexcept {
+        if (Model::kBucket || !options_.spreadWindowResets) {
+            return 0;
+        }
+        const detail::Digest128 d = detail::SipHash128(0x7261746531696d69ULL, 0x7068617365000000ULL)(key);
+        return static_cast<Tick>(d.low % static_cast<std::uint64_t>(quota_.period));
+    }
+
+    Limit limit_;
+    Quota quota_;
+    Storage storage_;
+    Clock clock_;
+    Options options_;
+    decltype(std::declval<const Storage&>().template table<Model>(std::string_view{}, Quota{})) table_;
+};
+
+/// Fixed window: `count` per calendar-aligned window. See `FixedWindowModel`.
+template <class Storage = MemoryStorage, class Clock = typename Storage::DefaultClock>
+using FixedWindow = Limiter<FixedWindowModel, Storage, Clock>;
+
+/// Sliding log: exact rolling window. See `SlidingLogModel`.
+template <class Storage = MemoryStorage, class Clock = typename Storage::DefaultClock>
+using SlidingLog = Limiter<SlidingLogModel, Storage, Clock>;
+
+/// Sliding counter: weighted two-window estimate. See `SlidingCounterModel`.
+template <class Storage = MemoryStorage, class Clock = typename Storage::DefaultClock>
+using SlidingCounter = Limiter<SlidingCounterModel, Storage, Clock>;
+
+/// Token bucket: capacity `burst`, refill `count` per `period`. See `TokenBucketModel`.
+template <class Storage = MemoryStorage, class Clock = typename Storage::DefaultClock>
+using TokenBucket = Limiter<TokenBucketModel, Storage, Clock>;
+
+/// Leaky bucket as a meter (GCRA). See `LeakyBucketModel`.
+template <class Storage = MemoryStorage, class Clock = typename Storage::DefaultClock>
+using LeakyBucket = Limiter<LeakyBucketModel, Storage, Clock>;
+
+/// Another name for `LeakyBucket`.
+template <class Storage = MemoryStorage, class Clock = typename Storage::DefaultClock>
+using Gcra = Limiter<GcraModel, Storage, Clock>;
+
+}  // namespace v1
+}  // namespace ratelimit

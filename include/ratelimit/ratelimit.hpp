@@ -1,0 +1,18 @@
+#pragma once
+
+// Everything that needs nothing beyond the standard library. The specific headers
+// (<ratelimit/limiter.hpp>, <ratelimit/algorithms/token_bucket.hpp>, …) compile faster.
+
+#include <ratelimit/algorithms/fixed_window.hpp>
+#include <ratelimit/algorithms/leaky_bucket.hpp>
+#include <ratelimit/algorithms/model.hpp>
+#include <ratelimit/algorithms/sliding_counter.hpp>
+#include <ratelimit/algorithms/sliding_log.hpp>
+#include <ratelimit/algorithms/token_bucket.hpp>
+#include <ratelimit/clock.hpp>
+#include <ratelimit/decision.hpp>
+#include <ratelimit/limit.hpp>
+#include <ratelimit/limiter.hpp>
+#include <ratelimit/storage/memory.hpp>
+#include <ratelimit/storage/storage.hpp>
+#include <ratelimit/version.hpp>

@@ -1,0 +1,551 @@
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <ratelimit/algorithms/model.hpp>
+#include <ratelimit/clock.hpp>
+#include <ratelimit/decision.hpp>
+#include <ratelimit/detail/checked_math.hpp>
+#include <ratelimit/detail/siphash.hpp>
+#include <ratelimit/detail/slot_lock.hpp>
+#include <ratelimit/detail/thread_annotations.hpp>
+#include <ratelimit/detail/throw.hpp>
+#include <ratelimit/storage/storage.hpp>
+
+namespace ratelimit {
+inline namespace v1 {
+
+/// What the memory storage tells its hook.
+enum class MemoryEvent {
+    kSpillStarted,  ///< a new key found no free entry and now shares a spill entry
+    kSpillEnded,    ///< a new key got an entry of its own again
+};
+
+/// Counters of a `MemoryStorage`, summed over its tables.
+struct MemoryStats {
+    std::size_t trackedKeys = 0;     ///< entries holding a key (fresh ones included until reused)
+    std::size_t allocatedBytes = 0;  ///< table memory allocated now (sliding-log runs excluded)
+    std::size_t byteBound = 0;       ///< the most the tables can ever allocate, runs included
+    std::uint64_t spilledCalls = 0;  ///< calls answered from a spill entry
+    std::uint64_t sweeps = 0;        ///< calls that swept
+    std::uint64_t sweptSlots = 0;    ///< slots those calls examined (≤ kSweepPerCall each)
+};
+
+namespace detail {
+
+/// The store shared by every copy of one `MemoryStorage` handle and by its tables.
+struct MemoryShared;
+
+/// The type-erased face of a table, for statistics only (never on the step path).
+class MemoryTableBase {
+public:
+    MemoryTableBase() = default;
+    MemoryTableBase(const MemoryTableBase&) = delete;
+    MemoryTableBase& operator=(const MemoryTableBase&) = delete;
+    virtual ~MemoryTableBase() = default;
+    virtual void addStats(MemoryStats& stats) const = 0;
+    [[nodiscard]] virtual const Quota& quota() const noexcept = 0;
+};
+
+}  // namespace detail
+
+/// In-process storage: a fixed set of lazily allocated 16-slot groups per limiter, each slot
+/// with its own lock, so request threads never share a lock unless they share a key.
+///
+/// Memory is bounded in bytes: keys longer than 16 bytes are kept as a keyed 128-bit SipHash
+/// digest (seeded per storage), at most `maxKeys` entries are live across all limiters of the
+/// storage, and the tables are sized from `maxKeys` once (see `MemoryStats::byteBound`). A
+/// fresh entry (its key back to untouched) is free space: a new key reuses it, and each call
+/// that inserts sweeps at most `kSweepPerCall` slots; there is no background thread. When no
+/// entry is free, a new key shares one of `spillEntries` spill entries chosen by its hash: it
+/// is limited together with other overflow keys, never unlimited, and no tracked key is ever
+/// evicted or reset; the hook hears of it once per episode.
+///
+/// Thread safety: thread-safe; copies are handles sharing one store.
+class MemoryStorage {
+public:
+    /// Options. Fields only ever get added at the end.
+    struct Options {
+        /// Most live entries across every limiter of this storage. 1 … 2^31. Each limiter's
+        /// table is sized for it: about 2 slots per key.
+        std::size_t maxKeys = 1'000'000;
+        /// Spill entries per limiter, shared by keys that find no free entry. 1 … 2^16.
+        std::size_t spillEntries = 64;
+        /// Hash seed; 0 draws one from `std::random_device` per storage.
+        std::uint64_t seed = 0;
+        /// Called (from the calling thread, outside every lock) when spilling starts or ends,
+        /// with the limiter's name. Must not throw.
+        std::function<void(MemoryEvent, std::string_view limiterName)> onEvent;
+    };
+
+    /// Slots examined by one inserting call, at most.
+    static constexpr std::size_t kSweepPerCall = 4;
+    using DefaultClock = SteadyClock;
+    static constexpr bool kSharedAcrossHosts = false;
+
+    template <AlgorithmModel M>
+    class Table;
+
+    MemoryStorage() : MemoryStorage(Options{}) {}
+    /// Throws: `std::invalid_argument` naming an option outside its range.
+    explicit MemoryStorage(Options options);
+
+    /// Opens (or joins) the table of the limiter `name` with model `M`.
+    /// Throws: `std::invalid_argument` when the quota is not representable in 64-bit state, or
+    /// when a limiter of that name and model already uses a different quota.
+    template <AlgorithmModel M>
+    [[nodiscard]] Table<M> table(std::string_view name, const Quota& quota) const;
+
+    /// Counters summed over the live tables. Thread-safe (a snapshot).
+    [[nodiscard]] MemoryStats stats() const;
+
+private:
+    std::shared_ptr<detail::MemoryShared> shared_;
+};
+
+namespace detail {
+
+struct MemoryShared {
+    MemoryStorage::Options options;
+    SipHash128 hasher;
+    std::atomic<std::size_t> live{0};
+    std::mutex registryMutex;
+    std::map<std::string, std::weak_ptr<MemoryTableBase>, std::less<>> tables;
+
+    MemoryShared(MemoryStorage::Options opts, std::uint64_t k0, std::uint64_t k1)
+        : options(std::move(opts)), hasher(k0, k1) {}
+
+    bool reserveEntry() noexcept {
+        std::size_t n = live.load(std::memory_order_relaxed);
+        while (n < options.maxKeys) {
+            if (live.compare_exchange_weak(n, n + 1, std::memory_order_relaxed)) {
+                return true;
+            }
+        }
+        return false;
+    }
+    void releaseEntry() noexcept { live.fetch_sub(1, std::memory_order_relaxed); }
+};
+
+/// A key as stored: up to 16 bytes inline, longer ones as their digest.
+struct StoredKey {
+    static constexpr std::uint8_t kInline = 16;
+    static constexpr std::uint8_t kDigested = 0xFF;
+    std::uint8_t length = 0;  ///< 0…16 inline bytes, or kDigested
+    std::array<char, kInline> bytes{};
+    friend bool operator==(const StoredKey&, const StoredKey&) = default;
+};
+
+inline constexpr std::size_t kGroupSlots = 16;
+
+/// Memory bounds: 64-bit state with 128-bit intermediates, spans below 2^62 ticks.
+template <AlgorithmModel M>
+void checkMemoryRange(const Quota& q) {
+    constexpr Int128 kBound = Int128{1} << 62;
+    const ModelRange r = M::range(q);
+    const auto fail = [&](const std::string& what, Int128 value, const std::string& largest) {
+        throwInvalidArgument(std::string(M::kName) + " with Limit{count=" + std::to_string(q.count) +
+                             ", period=" + std::to_string(q.period * q.nanosPerTick) +
+                             "ns, burst=" + std::to_string(q.burst) + "} is not representable in " +
+                             "memory: " + what + " = " + std::to_string(clampToInt64(value)) +
+                             " exceeds 2^62; " + largest);
+    };
+    if (r.units >= kBound) {
+        fail("burst·period/gcd(count, period) units", r.units,
+             "the largest accepted burst here is " +
+                 std::to_string(clampToInt64((kBound - 1) / q.unitsPerToken)));
+    }
+    if (r.span >= kBound || r.span * q.nanosPerTick >= kBound) {
+        fail("its longest span in nanoseconds", r.span * q.nanosPerTick,
+             M::kBucket ? std::string("lower burst·period/count below 2^62 ns")
+                        : std::string("the largest accepted period is ") +
+                              std::to_string(clampToInt64((kBound - 1) * q.period / r.span *
+                                                          q.nanosPerTick)) + "ns");
+    }
+}
+
+template <class M>
+concept HasHeapBound = requires(const Quota& q) {
+    { M::heapBytes(q) } -> std::convertible_to<std::size_t>;
+};
+
+template <AlgorithmModel M>
+class MemoryTable final : public MemoryTableBase {
+public:
+    MemoryTable(std::shared_ptr<MemoryShared> shared, std::string name, const Quota& quota)
+        : shared_(std::move(shared)),
+          name_(std::move(name)),
+          quota_(quota),
+          groupCount_(std::bit_ceil((shared_->options.maxKeys + 7) / 8)),
+          groups_(std::make_unique<std::atomic<Group*>[]>(groupCount_)),
+          spill_(std::make_unique<Slot[]>(shared_->options.spillEntries)) {}
+
+    ~MemoryTable() override {
+        for (std::size_t i = 0; i < groupCount_; ++i) {
+            delete groups_[i].load(std::memory_order_relaxed);
+        }
+        shared_->live.fetch_sub(tracked_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    }
+    MemoryTable(const MemoryTable&) = delete;
+    MemoryTable& operator=(const MemoryTable&) = delete;
+
+    Decision step(std::string_view key, Tick now, std::int64_t cost, bool consume) {
+        const Lookup k = lookupKey(key);
+        const Request r{now, cost, consume, false};
+        Decision d;
+        if (visit(k, r, d)) {
+            return d;
+        }
+        const std::int64_t capacity = M::kBucket ? quota_.burst : quota_.count;
+        if (!consume || cost == 0 || cost > capacity) {
+            // Nothing would be written: answer from a fresh state without taking an entry.
+            typename M::State fresh{};
+            return M::step(fresh, quota_, now, cost);
+        }
+        return insertAndStep(k, r);
+    }
+
+    void reset(std::string_view key) {
+        // A spilled key shares its entry, so resetting it would reset others: it is left alone.
+        Decision unused;
+        visit(lookupKey(key), Request{0, 0, false, true}, unused);
+    }
+
+    void addStats(MemoryStats& stats) const override {
+        stats.trackedKeys += tracked_.load(std::memory_order_relaxed);
+        stats.allocatedBytes += fixedBytes() +
+                                allocatedGroups_.load(std::memory_order_relaxed) * sizeof(Group);
+        stats.byteBound += fixedBytes() + groupCount_ * sizeof(Group) +
+                           (groupCount_ * kGroupSlots + shared_->options.spillEntries) * heapBytes();
+        stats.spilledCalls += spilledCalls_.load(std::memory_order_relaxed);
+        stats.sweeps += sweeps_.load(std::memory_order_relaxed);
+        stats.sweptSlots += sweptSlots_.load(std::memory_order_relaxed);
+    }
+
+    [[nodiscard]] const Quota& quota() const noexcept override { return quota_; }
+
+private:
+    struct Slot {
+        SlotLock lock;
+        StoredKey key RATELIMIT_GUARDED_BY(lock);
+        typename M::State state RATELIMIT_GUARDED_BY(lock){};
+    };
+
+    struct Group {
+        /// 0: empty; otherwise 0x80 | 7 hash bits of the key in the slot. Written under
+        /// `insertLock`; read without it as a hint, confirmed under the slot's lock.
+        std::array<std::atomic<std::uint8_t>, kGroupSlots> tags{};
+        SlotLock insertLock;
+        std::array<Slot, kGroupSlots> slots{};
+    };
+
+    struct Lookup {
+        StoredKey key;
+        std::uint64_t group;
+        std::uint8_t tag;
+        std::uint64_t spill;
+    };
+
+    Lookup lookupKey(std::string_view key) const noexcept {
+        const Digest128 d = shared_->hasher(key);
+        Lookup k{};
+        if (key.size() <= StoredKey::kInline) {
+            k.key.length = static_cast<std::uint8_t>(key.size());
+            if (!key.empty()) {
+                std::memcpy(k.key.bytes.data(), key.data(), key.size());
+            }
+        } else {
+            k.key.length = StoredKey::kDigested;
+            std::memcpy(k.key.bytes.data(), &d.low, sizeof d.low);
+            std::memcpy(k.key.bytes.data() + sizeof d.low, &d.high, sizeof d.high);
+        }
+        k.group = d.low & (groupCount_ - 1);
+        k.tag = static_cast<std::uint8_t>(0x80U | (d.low >> 57U));
+        k.spill = d.high % shared_->options.spillEntries;
+        return k;
+    }
+
+    /// What to do with a key's slot once it is found and locked.
+    struct Request {
+        Tick now;
+        std::int64_t cost;
+        bool consume;
+        bool reset;
+    };
+
+    Decision run(Slot& s, const Request& r) RATELIMIT_REQUIRES(s.lock) {
+        if (r.reset) {
+            s.state = typename M::State{};
+            return Decision{};
+        }
+        if (!r.consume || r.cost == 0) {
+            typename M::State copy = s.state;
+            return M::step(copy, quota_, r.now, r.cost);
+        }
+        return M::step(s.state, quota_, r.now, r.cost);
+    }
+
+    /// Runs `r` on the key's slot under its lock; false when the key has no slot.
+    bool visit(const Lookup& k, const Request& r, Decision& out) {
+        Group* g = groups_[k.group].load(std::memory_order_acquire);
+        return g != nullptr && visitIn(*g, k, r, out);
+    }
+
+    bool visitIn(Group& g, const Lookup& k, const Request& r, Decision& out) {
+        for (std::size_t i = 0; i < kGroupSlots; ++i) {
+            if (g.tags[i].load(std::memory_order_acquire) != k.tag) {
+                continue;
+            }
+            Slot& s = g.slots[i];
+            SlotGuard guard(s.lock);
+            // The tag is only a hint: the slot may have been given to another key meanwhile.
+            if (s.key == k.key && g.tags[i].load(std::memory_order_relaxed) == k.tag) {
+                out = run(s, r);
+                return true;
+            }
+        }
+        return false;
+    }
+
+    Decision insertAndStep(const Lookup& k, const Request& r) {
+        Group& g = groupAt(k.group);
+        sweep(r.now);
+        Decision d;
+        bool placed = false;
+        {
+            SlotGuard insert(g.insertLock);
+            placed = visitIn(g, k, r, d) || claimEmpty(g, k, r, d) || claimFresh(g, k, r, d);
+        }
+        if (placed) {
+            if (spilling_.load(std::memory_order_relaxed) && spilling_.exchange(false)) {
+                notify(MemoryEvent::kSpillEnded);
+            }
+            return d;
+        }
+        spilledCalls_.fetch_add(1, std::memory_order_relaxed);
+        {
+            Slot& s = spill_[k.spill];
+            SlotGuard guard(s.lock);
+            d = run(s, r);
+        }
+        if (!spilling_.load(std::memory_order_relaxed) && !spilling_.exchange(true)) {
+            notify(MemoryEvent::kSpillStarted);
+        }
+        return d;
+    }
+
+    /// Gives an empty slot of `g` to the key, within the storage's `maxKeys`.
+    bool claimEmpty(Group& g, const Lookup& k, const Request& r, Decision& out)
+        RATELIMIT_REQUIRES(g.insertLock) {
+        for (std::size_t i = 0; i < kGroupSlots; ++i) {
+            if (g.tags[i].load(std::memory_order_relaxed) != 0) {
+                continue;
+            }
+            if (!shared_->reserveEntry()) {
+                return false;
+            }
+            tracked_.fetch_add(1, std::memory_order_relaxed);
+            Slot& s = g.slots[i];
+            SlotGuard guard(s.lock);
+            out = assignAndRun(g.tags[i], s, k, r);
+            return true;
+        }
+        return false;
+    }
+
+    /// Gives the key a slot whose key is fresh again: free space, reused in place. The check
+    /// and the hand-over happen under one hold of the slot's lock, so a concurrent step of the
+    /// old key cannot slip between them.
+    bool claimFresh(Group& g, const Lookup& k, const Request& r, Decision& out)
+        RATELIMIT_REQUIRES(g.insertLock) {
+        for (std::size_t i = 0; i < kGroupSlots; ++i) {
+            if (g.tags[i].load(std::memory_order_relaxed) == 0) {
+                continue;
+            }
+            Slot& s = g.slots[i];
+            SlotGuard guard(s.lock);
+            if (M::isFresh(s.state, quota_, r.now)) {
+                out = assignAndRun(g.tags[i], s, k, r);
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /// Hands slot `s` to the key and runs the request. Callers hold the group's insert lock,
+    /// the only place tags change.
+    Decision assignAndRun(std::atomic<std::uint8_t>& tag, Slot& s, const Lookup& k, const Request& r)
+        RATELIMIT_REQUIRES(s.lock) {
+        s.key = k.key;
+        s.state = typename M::State{};
+        tag.store(k.tag, std::memory_order_release);
+        return run(s, r);
+    }
+
+    /// Frees up to MemoryStorage::kSweepPerCall slots whose keys are fresh, so `maxKeys` counts only keys in
+    /// use. Never waits for a lock: a busy slot is simply skipped.
+    void sweep(Tick now) {
+        sweeps_.fetch_add(1, std::memory_order_relaxed);
+        sweptSlots_.fetch_add(MemoryStorage::kSweepPerCall, std::memory_order_relaxed);
+        constexpr std::size_t kSweep = MemoryStorage::kSweepPerCall;
+        const std::uint64_t first =
+            sweepCursor_.fetch_add(kSweep, std::memory_order_relaxed) & (groupCount_ * kGroupSlots - 1);
+        Group* g = groups_[first / kGroupSlots].load(std::memory_order_acquire);
+        if (g == nullptr || !g->insertLock.try_lock()) {
+            return;
+        }
+        for (std::uint64_t i = first % kGroupSlots; i < first % kGroupSlots + kSweep; ++i) {
+            Slot& s = g->slots[i];
+            if (g->tags[i].load(std::memory_order_relaxed) == 0 || !s.lock.try_lock()) {
+                continue;
+            }
+            if (M::isFresh(s.state, quota_, now)) {
+                s.state = typename M::State{};
+                g->tags[i].store(0, std::memory_order_release);
+                tracked_.fetch_sub(1, std::memory_order_relaxed);
+                shared_->releaseEntry();
+            }
+            s.lock.unlock();
+        }
+        g->insertLock.unlock();
+    }
+
+    Group& groupAt(std::uint64_t index) {
+        Group* g = groups_[index].load(std::memory_order_acquire);
+        if (g != nullptr) {
+            return *g;
+        }
+        auto fresh = std::make_unique<Group>();
+        if (groups_[index].compare_exchange_strong(g, fresh.get(), std::memory_order_acq_rel)) {
+            allocatedGroups_.fetch_add(1, std::memory_order_relaxed);
+            return *fresh.release();
+        }
+        return *g;  // another thread allocated it first
+    }
+
+    void notify(MemoryEvent event) const {
+        if (shared_->options.onEvent) {
+            shared_->options.onEvent(event, name_);
+        }
+    }
+
+    [[nodiscard]] std::size_t fixedBytes() const noexcept {
+        return sizeof(*this) + groupCount_ * sizeof(std::atomic<Group*>) +
+               shared_->options.spillEntries * sizeof(Slot);
+    }
+
+    [[nodiscard]] std::size_t heapBytes() const noexcept {
+        if constexpr (HasHeapBound<M>) {
+            return M::heapBytes(quota_);
+        } else {
+            return 0;
+        }
+    }
+
+    static_assert(MemoryStorage::kSweepPerCall <= kGroupSlots && kGroupSlots % MemoryStorage::kSweepPerCall == 0,
+                  "a sweep stays within one group");
+
+    std::shared_ptr<MemoryShared> shared_;
+    std::string name_;
+    Quota quota_;
+    std::size_t groupCount_;
+    std::unique_ptr<std::atomic<Group*>[]> groups_;
+    std::unique_ptr<Slot[]> spill_;
+    std::atomic<std::size_t> tracked_{0};
+    std::atomic<std::size_t> allocatedGroups_{0};
+    std::atomic<std::uint64_t> sweepCursor_{0};
+    std::atomic<std::uint64_t> sweeps_{0};
+    std::atomic<std::uint64_t> sweptSlots_{0};
+    std::atomic<std::uint64_t> spilledCalls_{0};
+    std::atomic<bool> spilling_{false};
+};
+
+}  // namespace detail
+
+/// One limiter's namespace in a `MemoryStorage`. Thread safety: thread-safe; copies share it.
+template <AlgorithmModel M>
+class MemoryStorage::Table {
+public:
+    explicit Table(std::shared_ptr<detail::MemoryTable<M>> impl) : impl_(std::move(impl)) {}
+
+    /// Applies the model's step to `key` atomically. Throws: `std::bad_alloc` only.
+    Decision step(std::string_view key, Tick now, std::int64_t cost, bool consume) const {
+        return impl_->step(key, now, cost, consume);
+    }
+    /// Makes `key` fresh (a spilled key shares its entry and is left alone).
+    void reset(std::string_view key) const { impl_->reset(key); }
+
+private:
+    std::shared_ptr<detail::MemoryTable<M>> impl_;
+};
+
+inline MemoryStorage::MemoryStorage(Options options) {
+    if (options.maxKeys < 1 || options.maxKeys > (std::size_t{1} << 31)) {
+        detail::throwInvalidArgument("MemoryStorage::Options.maxKeys must be in 1..2^31 (got " +
+                                     std::to_string(options.maxKeys) + ")");
+    }
+    if (options.spillEntries < 1 || options.spillEntries > (std::size_t{1} << 16)) {
+        detail::throwInvalidArgument("MemoryStorage::Options.spillEntries must be in 1..65536 (got " +
+                                     std::to_string(options.spillEntries) + ")");
+    }
+    std::uint64_t k0 = options.seed;
+    std::uint64_t k1 = options.seed ^ 0x9e3779b97f4a7c15ULL;
+    if (options.seed == 0) {
+        std::random_device rd;
+        k0 = (std::uint64_t{rd()} << 32) ^ rd();
+        k1 = (std::uint64_t{rd()} << 32) ^ rd();
+    }
+    shared_ = std::make_shared<detail::MemoryShared>(std::move(options), k0, k1);
+}
+
+template <AlgorithmModel M>
+MemoryStorage::Table<M> MemoryStorage::table(std::string_view name, const Quota& quota) const {
+    detail::checkMemoryRange<M>(quota);
+    std::string id = std::string(name).append(1, '\0').append(M::kName);
+    const std::lock_guard<std::mutex> lock(shared_->registryMutex);
+    auto& entry = shared_->tables[id];
+    if (auto existing = entry.lock()) {
+        const Quota& q = existing->quota();
+        if (q.count != quota.count || q.burst != quota.burst || q.period != quota.period ||
+            q.nanosPerTick != quota.nanosPerTick || q.maxRunsPerKey != quota.maxRunsPerKey) {
+            detail::throwInvalidArgument("a " + std::string(M::kName) + " limiter named \"" +
+                                         std::string(name) +
+                                         "\" already uses this storage with another limit; give "
+                                         "each limiter its own name");
+        }
+        return Table<M>(std::static_pointer_cast<detail::MemoryTable<M>>(existing));
+    }
+    auto created = std::make_shared<detail::MemoryTable<M>>(shared_, std::string(name), quota);
+    entry = created;
+    return Table<M>(std::move(created));
+}
+
+inline MemoryStats MemoryStorage::stats() const {
+    MemoryStats stats;
+    const std::lock_guard<std::mutex> lock(shared_->registryMutex);
+    for (auto it = shared_->tables.begin(); it != shared_->tables.end();) {
+        if (auto table = it->second.lock()) {
+            table->addStats(stats);
+            ++it;
+        } else {
+            it = shared_->tables.erase(it);
+        }
+    }
+    return stats;
+}
+
+}  // namespace v1
+}  // namespace ratelimit
