@@ -119,9 +119,29 @@ private:
     std::shared_ptr<std::atomic<rep>> ticks_;
 };
 
+/// Redis server time: the store's script reads `TIME`, so hosts sharing a limit need no clock
+/// synchronisation. Only `RedisStorage` accepts it; a limiter never calls its `now()`, which
+/// returns this host's wall time (an approximation of the server's) for callers who want one.
+/// Thread safety: thread-safe; stateless.
+class RedisServerClock {
+public:
+    using duration = std::chrono::microseconds;
+    using rep = duration::rep;
+    using period = duration::period;
+    using time_point = std::chrono::time_point<RedisServerClock, duration>;
+    static constexpr bool is_steady = false;
+    static constexpr bool kStoreSide = true;
+
+    [[nodiscard]] time_point now() const noexcept {
+        return time_point{std::chrono::duration_cast<duration>(
+            std::chrono::system_clock::now().time_since_epoch())};
+    }
+};
+
 static_assert(ClockPolicy<SteadyClock>);
 static_assert(ClockPolicy<SystemClock>);
 static_assert(ClockPolicy<ManualClock>);
+static_assert(ClockPolicy<RedisServerClock>);
 
 }  // namespace v1
 }  // namespace ratelimit

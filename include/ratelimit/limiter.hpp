@@ -18,26 +18,12 @@
 #include <ratelimit/detail/siphash.hpp>
 #include <ratelimit/detail/throw.hpp>
 #include <ratelimit/limit.hpp>
+#include <ratelimit/options.hpp>
 #include <ratelimit/storage/memory.hpp>
 #include <ratelimit/storage/storage.hpp>
 
 namespace ratelimit {
 inline namespace v1 {
-
-/// Options of a `Limiter` beyond its limit, storage and clock. Fields only ever get added at
-/// the end.
-struct LimiterOptions {
-    /// The limiter's namespace in its storage: limiters sharing a storage need distinct names
-    /// (or the same name and limit, to share keys).
-    std::string name = "default";
-    /// Window algorithms only: shift each key's windows by a phase derived from the key, so
-    /// that all keys do not reset at the same instant. Off: windows start at multiples of the
-    /// period from the clock's epoch (UTC for `SteadyClock` and `SystemClock`).
-    bool spreadWindowResets = false;
-    /// Sliding log only: runs of (time, count) kept per key; beyond it the two oldest merge
-    /// (conservatively). 1 … 2^20; default 64.
-    std::int64_t maxRunsPerKey = 64;
-};
 
 /// A rate limiter: one algorithm (`Model`) over one store of per-key state (`Storage`) read
 /// at the time of one `Clock`. Use the aliases `TokenBucket<>`, `FixedWindow<>`, … .
@@ -58,6 +44,12 @@ class Limiter {
     static_assert(detail::kNanosPerTick<Clock> > 0,
                   "ratelimit: the clock's duration must be a whole number of nanoseconds");
 
+    /// The tick of the arithmetic: the clock's in memory, or the storage's own (Redis counts
+    /// whole microseconds) when it has one.
+    static constexpr std::int64_t kNanosPerTick =
+        detail::kStorageNanosPerTick<Storage> > 0 ? detail::kStorageNanosPerTick<Storage>
+                                                   : detail::kNanosPerTick<Clock>;
+
 public:
     using Options = LimiterOptions;
     using time_point = typename Clock::time_point;
@@ -73,7 +65,7 @@ public:
           storage_(std::move(storage)),
           clock_(std::move(clock)),
           options_(std::move(options)),
-          table_(storage_.template table<Model>(options_.name, quota_)) {}
+          table_(storage_.template table<Model>(options_, quota_)) {}
 
     /// Decides whether `key` may spend `cost` now, and spends it if so.
     ///
@@ -82,21 +74,24 @@ public:
     /// `retryAfter == Decision::kNever`.
     /// Throws: `std::invalid_argument` for a negative cost; `std::bad_alloc`.
     /// Complexity: O(1) (sliding log: O(maxRunsPerKey)).
-    Decision tryAcquire(std::string_view key, std::int64_t cost = 1) {
-        return tryAcquire(key, cost, clock_.now());
-    }
+    Decision tryAcquire(std::string_view key, std::int64_t cost = 1) { return stepNow(key, cost, true); }
 
-    /// `tryAcquire` at a time the caller already read from this limiter's clock.
-    Decision tryAcquire(std::string_view key, std::int64_t cost, time_point now) {
+    /// `tryAcquire` at a time the caller already read from this limiter's clock (not offered
+    /// for a store-side clock, whose time only the store reads).
+    Decision tryAcquire(std::string_view key, std::int64_t cost, time_point now)
+        requires(!detail::kStoreSideClock<Clock>)
+    {
         return step(key, cost, now, true);
     }
 
     /// The decision `tryAcquire(key, cost)` would return now, without consuming anything.
     /// Thread safety: thread-safe, but the answer may be outdated at once.
-    Decision peek(std::string_view key, std::int64_t cost = 1) { return peek(key, cost, clock_.now()); }
+    Decision peek(std::string_view key, std::int64_t cost = 1) { return stepNow(key, cost, false); }
 
     /// `peek` at a given time of this limiter's clock.
-    Decision peek(std::string_view key, std::int64_t cost, time_point now) {
+    Decision peek(std::string_view key, std::int64_t cost, time_point now)
+        requires(!detail::kStoreSideClock<Clock>)
+    {
         return step(key, cost, now, false);
     }
 
@@ -114,16 +109,29 @@ private:
             detail::throwInvalidArgument("LimiterOptions.maxRunsPerKey must be in 1..2^20 (got " +
                                          std::to_string(options.maxRunsPerKey) + ")");
         }
-        return Quota::make(limit, detail::kNanosPerTick<Clock>, options.maxRunsPerKey);
+        return Quota::make(limit, kNanosPerTick, options.maxRunsPerKey);
     }
 
-    Decision step(std::string_view key, std::int64_t cost, time_point now, bool consume) {
+    static void checkCost(std::int64_t cost) {
         if (cost < 0) {
             detail::throwInvalidArgument("cost must be >= 0 (got " + std::to_string(cost) + ")");
         }
-        const Tick tick = std::chrono::duration_cast<std::chrono::duration<Tick, typename Clock::period>>(
-                              now.time_since_epoch())
-                              .count();
+    }
+
+    Decision stepNow(std::string_view key, std::int64_t cost, bool consume) {
+        if constexpr (detail::kStoreSideClock<Clock>) {
+            checkCost(cost);
+            return table_.stepAtStoreTime(key, phaseOf(key), cost, consume);
+        } else {
+            return step(key, cost, clock_.now(), consume);
+        }
+    }
+
+    Decision step(std::string_view key, std::int64_t cost, time_point now, bool consume) {
+        checkCost(cost);
+        const auto sinceEpoch =
+            std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
+        const Tick tick = detail::floorDiv(sinceEpoch, kNanosPerTick);
         return table_.step(key, detail::satSub(tick, phaseOf(key)), cost, consume);
     }
 
@@ -142,7 +150,8 @@ private:
     Storage storage_;
     Clock clock_;
     Options options_;
-    decltype(std::declval<const Storage&>().template table<Model>(std::string_view{}, Quota{})) table_;
+    decltype(std::declval<const Storage&>().template table<Model>(std::declval<const Options&>(),
+                                                                  std::declval<const Quota&>())) table_;
 };
 
 /// Fixed window: `count` per calendar-aligned window. See `FixedWindowModel`.

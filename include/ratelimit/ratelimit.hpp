@@ -13,6 +13,8 @@
 #include <ratelimit/decision.hpp>
 #include <ratelimit/limit.hpp>
 #include <ratelimit/limiter.hpp>
+#include <ratelimit/options.hpp>
 #include <ratelimit/storage/memory.hpp>
 #include <ratelimit/storage/storage.hpp>
+#include <ratelimit/store_error.hpp>
 #include <ratelimit/version.hpp>

@@ -39,8 +39,8 @@ struct Quota {
         if (limit.period.count() % nanosPerTick != 0) {
             detail::throwInvalidArgument(
                 "Limit.period (" + std::to_string(limit.period.count()) +
-                "ns) is not a whole number of the clock's ticks (" + std::to_string(nanosPerTick) +
-                "ns)");
+                "ns) is not a whole number of ticks (" + std::to_string(nanosPerTick) +
+                "ns: the clock's, or whole microseconds with Redis)");
         }
         if (maxRunsPerKey < 1) {
             detail::throwInvalidArgument("maxRunsPerKey must be at least 1 (got " +

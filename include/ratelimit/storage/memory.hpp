@@ -23,6 +23,7 @@
 #include <ratelimit/detail/slot_lock.hpp>
 #include <ratelimit/detail/thread_annotations.hpp>
 #include <ratelimit/detail/throw.hpp>
+#include <ratelimit/options.hpp>
 #include <ratelimit/storage/storage.hpp>
 
 namespace ratelimit {
@@ -103,11 +104,11 @@ public:
     /// Throws: `std::invalid_argument` naming an option outside its range.
     explicit MemoryStorage(Options options);
 
-    /// Opens (or joins) the table of the limiter `name` with model `M`.
+    /// Opens (or joins) the table of the limiter `options.name` with model `M`.
     /// Throws: `std::invalid_argument` when the quota is not representable in 64-bit state, or
     /// when a limiter of that name and model already uses a different quota.
     template <AlgorithmModel M>
-    [[nodiscard]] Table<M> table(std::string_view name, const Quota& quota) const;
+    [[nodiscard]] Table<M> table(const LimiterOptions& options, const Quota& quota) const;
 
     /// Counters summed over the live tables. Thread-safe (a snapshot).
     [[nodiscard]] MemoryStats stats() const;
@@ -512,8 +513,9 @@ inline MemoryStorage::MemoryStorage(Options options) {
 }
 
 template <AlgorithmModel M>
-MemoryStorage::Table<M> MemoryStorage::table(std::string_view name, const Quota& quota) const {
+MemoryStorage::Table<M> MemoryStorage::table(const LimiterOptions& options, const Quota& quota) const {
     detail::checkMemoryRange<M>(quota);
+    const std::string_view name = options.name;
     std::string id = std::string(name).append(1, '\0').append(M::kName);
     const std::lock_guard<std::mutex> lock(shared_->registryMutex);
     auto& entry = shared_->tables[id];

@@ -1,0 +1,42 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ratelimit {
+inline namespace v1 {
+
+/// What a limiter answers when its store fails (a shared store such as Redis; the memory
+/// storage never fails). Every answer it makes is marked `Decision::degraded`.
+enum class FailurePolicy {
+    /// Allowed, `remaining = limit − cost`, `resetAfter = 0`: availability first.
+    kFailOpen,
+    /// Refused, `retryAfter` = the time until the store is probed again: protection first.
+    kFailClosed,
+    /// Decided by an in-process memory table on this host alone: N hosts falling back admit up
+    /// to N× the limit; nothing is reconciled when the store comes back.
+    kFallBackToMemory,
+    /// Throws `ratelimit::StoreException`.
+    kThrow,
+};
+
+/// Options of a `Limiter` beyond its limit, storage and clock. Fields only ever get added at
+/// the end.
+struct LimiterOptions {
+    /// The limiter's namespace in its storage: limiters sharing a storage need distinct names
+    /// (or the same name and limit, to share keys). With Redis it is part of every key and
+    /// must not contain `{` or `}`.
+    std::string name = "default";
+    /// Window algorithms only: shift each key's windows by a phase derived from the key, so
+    /// that all keys do not reset at the same instant. Off: windows start at multiples of the
+    /// period from the clock's epoch (UTC for `SteadyClock`, `SystemClock` and Redis time).
+    bool spreadWindowResets = false;
+    /// Sliding log only: runs of (time, count) kept per key; beyond it the two oldest merge
+    /// (conservatively). 1 … 2^20; default 64.
+    std::int64_t maxRunsPerKey = 64;
+    /// Shared stores only: the answer when the store fails.
+    FailurePolicy failurePolicy = FailurePolicy::kFallBackToMemory;
+};
+
+}  // namespace v1
+}  // namespace ratelimit
