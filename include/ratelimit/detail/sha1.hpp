@@ -16,7 +16,8 @@ inline std::string sha1Hex(std::string_view data) {
     const auto rotl = [](std::uint32_t x, int b) { return (x << b) | (x >> (32 - b)); };
     std::array<std::uint32_t, 5> h{0x67452301U, 0xEFCDAB89U, 0x98BADCFEU, 0x10325476U, 0xC3D2E1F0U};
     std::string msg(data);
-    const std::uint64_t bits = static_cast<std::uint64_t>(data.size()) * 8U;
+    std::uint64_t bits = data.size();
+    bits *= 8U;
     msg.push_back(static_cast<char>(0x80));
     while (msg.size() % 64 != 56) {
         msg.push_back('\0');

@@ -89,7 +89,7 @@ public:
         std::uint64_t seed = 0;
         /// Called (from the calling thread, outside every lock) when spilling starts or ends,
         /// with the limiter's name. Must not throw.
-        std::function<void(MemoryEvent, std::string_view limiterName)> onEvent;
+        std::function<void(MemoryEvent, std::string_view limiterName)> onEvent{};
     };
 
     /// Slots examined by one inserting call, at most.
@@ -151,6 +151,9 @@ struct StoredKey {
 };
 
 inline constexpr std::size_t kGroupSlots = 16;
+/// Groups are sized for this many keys of their 16 slots at `maxKeys`: with two candidate
+/// groups per key that load leaves spills at the bound vanishingly rare.
+inline constexpr std::size_t kKeysPerGroup = 12;
 
 /// Memory bounds: 64-bit state with 128-bit intermediates, spans below 2^62 ticks.
 template <AlgorithmModel M>
@@ -190,7 +193,7 @@ public:
         : shared_(std::move(shared)),
           name_(std::move(name)),
           quota_(quota),
-          groupCount_(std::bit_ceil((shared_->options.maxKeys + 7) / 8)),
+          groupCount_((shared_->options.maxKeys + kKeysPerGroup - 1) / kKeysPerGroup),
           groups_(std::make_unique<std::atomic<Group*>[]>(groupCount_)),
           spill_(std::make_unique<Slot[]>(shared_->options.spillEntries)) {}
 
@@ -253,12 +256,20 @@ private:
         std::array<Slot, kGroupSlots> slots{};
     };
 
+    /// A key's two candidate groups (two choices keep groups evenly filled, so a key rarely
+    /// finds both full before the table holds `maxKeys`), its tag and its spill entry.
     struct Lookup {
         StoredKey key;
-        std::uint64_t group;
+        std::array<std::uint64_t, 2> groups;
         std::uint8_t tag;
         std::uint64_t spill;
     };
+
+    /// Maps a 64-bit hash onto [0, groupCount) without a division (Lemire's multiply-shift),
+    /// so the table need not be a power of two and its size follows `maxKeys` closely.
+    [[nodiscard]] std::uint64_t reduce(std::uint64_t hash) const noexcept {
+        return static_cast<std::uint64_t>((UInt128{hash} * groupCount_) >> 64U);
+    }
 
     Lookup lookupKey(std::string_view key) const noexcept {
         const Digest128 d = shared_->hasher(key);
@@ -273,7 +284,7 @@ private:
             std::memcpy(k.key.bytes.data(), &d.low, sizeof d.low);
             std::memcpy(k.key.bytes.data() + sizeof d.low, &d.high, sizeof d.high);
         }
-        k.group = d.low & (groupCount_ - 1);
+        k.groups = {reduce(d.low), reduce(d.high)};
         k.tag = static_cast<std::uint8_t>(0x80U | (d.low >> 57U));
         k.spill = d.high % shared_->options.spillEntries;
         return k;
@@ -301,8 +312,13 @@ private:
 
     /// Runs `r` on the key's slot under its lock; false when the key has no slot.
     bool visit(const Lookup& k, const Request& r, Decision& out) {
-        Group* g = groups_[k.group].load(std::memory_order_acquire);
-        return g != nullptr && visitIn(*g, k, r, out);
+        for (const std::uint64_t index : k.groups) {
+            Group* g = groups_[index].load(std::memory_order_acquire);
+            if (g != nullptr && visitIn(*g, k, r, out)) {
+                return true;
+            }
+        }
+        return false;
     }
 
     bool visitIn(Group& g, const Lookup& k, const Request& r, Decision& out) {
@@ -322,13 +338,22 @@ private:
     }
 
     Decision insertAndStep(const Lookup& k, const Request& r) {
-        Group& g = groupAt(k.group);
+        // Both candidate groups' insert locks, in index order (no deadlock), so no two threads
+        // can place the same key in different groups.
+        const std::uint64_t low = std::min(k.groups[0], k.groups[1]);
+        const std::uint64_t high = std::max(k.groups[0], k.groups[1]);
+        Group& first = groupAt(low);
+        Group& second = groupAt(high);
         sweep(r.now);
         Decision d;
         bool placed = false;
-        {
-            SlotGuard insert(g.insertLock);
-            placed = visitIn(g, k, r, d) || claimEmpty(g, k, r, d) || claimFresh(g, k, r, d);
+        if (low == high) {
+            SlotGuard insert(first.insertLock);
+            placed = place(first, first, k, r, d);
+        } else {
+            SlotGuard insertFirst(first.insertLock);
+            SlotGuard insertSecond(second.insertLock);
+            placed = place(first, second, k, r, d);
         }
         if (placed) {
             if (spilling_.load(std::memory_order_relaxed) && spilling_.exchange(false)) {
@@ -346,6 +371,28 @@ private:
             notify(MemoryEvent::kSpillStarted);
         }
         return d;
+    }
+
+    /// Finds or places the key in one of its groups: an existing entry first, then an empty
+    /// slot of the emptier group (the "power of two choices"), then a fresh entry; false when
+    /// both groups are full of keys in use.
+    bool place(Group& x, Group& y, const Lookup& k, const Request& r, Decision& out)
+        RATELIMIT_REQUIRES(x.insertLock, y.insertLock) {
+        if (visitIn(x, k, r, out) || visitIn(y, k, r, out)) {
+            return true;
+        }
+        const bool xFirst = emptySlots(x) >= emptySlots(y);
+        const bool empty = xFirst ? (claimEmpty(x, k, r, out) || claimEmpty(y, k, r, out))
+                                  : (claimEmpty(y, k, r, out) || claimEmpty(x, k, r, out));
+        return empty || claimFresh(x, k, r, out) || claimFresh(y, k, r, out);
+    }
+
+    static std::size_t emptySlots(const Group& g) noexcept {
+        std::size_t n = 0;
+        for (const auto& tag : g.tags) {
+            n += tag.load(std::memory_order_relaxed) == 0 ? 1 : 0;
+        }
+        return n;
     }
 
     /// Gives an empty slot of `g` to the key, within the storage's `maxKeys`.
@@ -403,7 +450,7 @@ private:
         sweptSlots_.fetch_add(MemoryStorage::kSweepPerCall, std::memory_order_relaxed);
         constexpr std::size_t kSweep = MemoryStorage::kSweepPerCall;
         const std::uint64_t first =
-            sweepCursor_.fetch_add(kSweep, std::memory_order_relaxed) & (groupCount_ * kGroupSlots - 1);
+            sweepCursor_.fetch_add(kSweep, std::memory_order_relaxed) % (groupCount_ * kGroupSlots);
         Group* g = groups_[first / kGroupSlots].load(std::memory_order_acquire);
         if (g == nullptr || !g->insertLock.try_lock()) {
             return;
