@@ -390,7 +390,9 @@ private:
     static std::size_t emptySlots(const Group& g) noexcept {
         std::size_t n = 0;
         for (const auto& tag : g.tags) {
-            n += tag.load(std::memory_order_relaxed) == 0 ? 1 : 0;
+            if (tag.load(std::memory_order_relaxed) == 0) {
+                ++n;
+            }
         }
         return n;
     }
