@@ -1,0 +1,61 @@
+# ratelimit_set_warnings(<target>)
+#
+# Warnings, warnings-as-errors, sanitizers and (optionally) clang-tidy for ratelimit's OWN
+# targets: tests, examples, benchmarks. Never call it on the INTERFACE library targets, whose
+# usage requirements reach every consumer (style/details.md 2.10 and 2.12).
+#
+# Warnings are errors (COMPILE_WARNING_AS_ERROR) when ratelimit is the top-level project, unless
+# the user decided otherwise with -DCMAKE_COMPILE_WARNING_AS_ERROR=OFF (or cmake's
+# --compile-no-warning-as-error).
+include_guard(GLOBAL)
+
+function(ratelimit_set_warnings target)
+    set(_common
+        -Wall
+        -Wextra
+        -Wpedantic
+        -Wshadow
+        -Wconversion
+        -Wsign-conversion
+        -Wold-style-cast
+        -Wnon-virtual-dtor
+        -Woverloaded-virtual
+        -Wcast-align
+        -Wcast-qual
+        -Wnull-dereference
+        -Wdouble-promotion
+        -Wformat=2
+        -Wimplicit-fallthrough
+        -Wundef)
+    set(_gcc -Wduplicated-cond -Wduplicated-branches -Wlogical-op -Wuseless-cast)
+    set(_clang -Wthread-safety -Wextra-semi -Wcomma)
+
+    if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+        target_compile_options(${target} PRIVATE ${_common} ${_gcc})
+    elseif(CMAKE_CXX_COMPILER_ID MATCHES "Clang") # Clang, AppleClang, IntelLLVM's clang front end
+        target_compile_options(${target} PRIVATE ${_common} ${_clang})
+    elseif(MSVC)
+        target_compile_options(${target} PRIVATE /W4 /permissive-)
+    endif()
+
+    # Our own code is plain ISO C++ (-std=c++20, not gnu++20).
+    set_target_properties(${target} PROPERTIES CXX_EXTENSIONS OFF)
+
+    if(ratelimit_IS_TOP_LEVEL AND NOT DEFINED CMAKE_COMPILE_WARNING_AS_ERROR)
+        set_target_properties(${target} PROPERTIES COMPILE_WARNING_AS_ERROR ON)
+    endif()
+
+    if(RATELIMIT_SANITIZE)
+        set(_sanitize "-fsanitize=${RATELIMIT_SANITIZE}" -fno-omit-frame-pointer)
+        if(RATELIMIT_SANITIZE MATCHES "undefined")
+            list(APPEND _sanitize -fno-sanitize-recover=all)
+        endif()
+        target_compile_options(${target} PRIVATE ${_sanitize})
+        target_link_options(${target} PRIVATE "-fsanitize=${RATELIMIT_SANITIZE}")
+    endif()
+
+    if(RATELIMIT_CLANG_TIDY)
+        find_program(RATELIMIT_CLANG_TIDY_EXE NAMES clang-tidy-14 clang-tidy REQUIRED)
+        set_target_properties(${target} PROPERTIES CXX_CLANG_TIDY "${RATELIMIT_CLANG_TIDY_EXE}")
+    endif()
+endfunction()

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages ratelimit's build, tests and tooling need, but only those that
+# are missing, so reruns are fast and offline. Extra package names may be passed as arguments.
+set -euo pipefail
+
+packages=(
+    cmake g++ make pkg-config git ca-certificates
+    catch2 libbenchmark-dev libhiredis-dev redis-server
+    clang libclang-rt-14-dev clang-format clang-tidy
+    "$@"
+)
+
+is_installed() {
+    dpkg -s "$1" 2>/dev/null | grep -q '^Status: install ok installed$'
+}
+
+missing=()
+for package in "${packages[@]}"; do
+    if ! is_installed "${package}"; then
+        missing+=("${package}")
+    fi
+done
+
+if ((${#missing[@]} == 0)); then
+    echo "install-deps: all ${#packages[@]} packages present"
+    exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+sudo=()
+if ((EUID != 0)); then
+    if command -v sudo >/dev/null 2>&1; then
+        sudo=(sudo)
+    else
+        echo "install-deps: not root and no sudo; install these yourself: ${missing[*]}" >&2
+        exit 1
+    fi
+fi
+"${sudo[@]}" apt-get update
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y --no-install-recommends "${missing[@]}"

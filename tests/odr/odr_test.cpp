@@ -1,0 +1,8 @@
+#include "odr/odr.hpp"
+
+#include "support/catch.hpp"
+
+TEST_CASE("ODR: two translation units including ratelimit.hpp link into one program", "[odr]") {
+    CHECK(ratelimit_odr::tokenBucketFromA());
+    CHECK(ratelimit_odr::tokenBucketFromB());
+}
