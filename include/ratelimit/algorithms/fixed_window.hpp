@@ -50,6 +50,64 @@ struct FixedWindowModel {
         return detail::decision(q, false, q.count, q.count - view.used, left, reset);
     }
 
+    /// The same step in Redis Lua (composed by `detail::composeScript`): the table
+    /// `fixed_window` over the hash fields `start`, `last` and `used`, in µs ticks. A missing
+    /// key is the fresh state. `s` becomes the rolled (and rebased) view; it is stored only
+    /// when `write` says the C++ step would have changed the state.
+    static constexpr std::string_view kLua = R"lua(
+local fixed_window = {}
+function fixed_window.load(key)
+  local v = redis.call('HMGET', key, 'start', 'last', 'used')
+  local start = v[1] and tonumber(v[1])
+  local last = v[2] and tonumber(v[2])
+  local used = v[3] and tonumber(v[3])
+  if not start or not last or not used then
+    return {start = 0, last = 0, used = 0}
+  end
+  return {start = start, last = last, used = used}
+end
+function fixed_window.rebaseAndRoll(s, now, p)
+  local steppedBack = s.used > 0 and now < s.last
+  if steppedBack then
+    s.start = s.start - (s.last - now)
+    s.last = now
+  end
+  if s.used > 0 and now - s.start >= p.period then
+    s.used = 0
+  end
+  if s.used == 0 then
+    s.start = idiv(now, p.period) * p.period
+  end
+  return steppedBack
+end
+function fixed_window.step(s, now, cost, p)
+  local steppedBack = fixed_window.rebaseAndRoll(s, now, p)
+  local left = p.period - (now - s.start)
+  local reset = 0
+  if s.used > 0 then reset = left end
+  if cost > p.count then
+    return false, p.count - s.used, -1, reset, false
+  end
+  if cost <= p.count - s.used then
+    if cost > 0 then
+      s.used = s.used + cost
+      s.last = now
+      return true, p.count - s.used, 0, left, true
+    end
+    return true, p.count - s.used, 0, reset, false
+  end
+  return false, p.count - s.used, left, reset, steppedBack
+end
+function fixed_window.store(key, s, reset)
+  if reset <= 0 then
+    redis.call('DEL', key)
+    return
+  end
+  redis.call('HSET', key, 'start', fmt(s.start), 'last', fmt(s.last), 'used', fmt(s.used))
+  keepFor(key, reset)
+end
+)lua";
+
     static bool isFresh(const State& state, const Quota& q, Tick now) noexcept {
         return state.used == 0 || (now >= state.last && detail::satSub(now, state.start) >= q.period);
     }

@@ -42,6 +42,62 @@ struct LeakyBucketModel {
         return outcome.decision;
     }
 
+    /// The same step in Redis Lua (composed by `detail::composeScript`): the table
+    /// `leaky_bucket` over the hash fields `tat`, `frac` (the TAT's fraction in 1/unitsPerTick
+    /// µs) and `last`. A missing key (or field) is the fresh state, marked `fresh` instead of
+    /// a minimum TAT. Bounds: the units ahead never exceed capacity < 2^53.
+    static constexpr std::string_view kLua = R"lua(
+local leaky_bucket = {}
+function leaky_bucket.load(key)
+  local v = redis.call('HMGET', key, 'tat', 'frac', 'last')
+  local tat = v[1] and tonumber(v[1])
+  local frac = v[2] and tonumber(v[2])
+  local last = v[3] and tonumber(v[3])
+  if not tat or not frac or not last then
+    return {fresh = true, tat = 0, frac = 0, last = 0}
+  end
+  return {fresh = false, tat = tat, frac = frac, last = last}
+end
+function leaky_bucket.unitsAhead(s, now, p)
+  if s.fresh then
+    return 0
+  end
+  local from = now
+  if now < s.last then from = s.last end
+  if s.tat < from or (s.tat == from and s.frac == 0) then
+    return 0
+  end
+  local wholeTicks = s.tat - from
+  if wholeTicks > idiv(p.capacity, p.unitsPerTick) then
+    return p.capacity
+  end
+  return wholeTicks * p.unitsPerTick + s.frac
+end
+function leaky_bucket.step(s, now, cost, p)
+  local ahead = leaky_bucket.unitsAhead(s, now, p)
+  local steppedBack = ahead > 0 and now < s.last
+  local allowed, remaining, retry, reset, after = bucketStep(p, ahead, cost)
+  local write = cost > 0 and cost <= p.burst and (allowed or steppedBack)
+  if write then
+    local stored = ahead
+    if allowed then stored = after end
+    s.tat = now + idiv(stored, p.unitsPerTick)
+    s.frac = imod(stored, p.unitsPerTick)
+    s.last = now
+    s.fresh = false
+  end
+  return allowed, remaining, retry, reset, write
+end
+function leaky_bucket.store(key, s, reset)
+  if reset <= 0 then
+    redis.call('DEL', key)
+    return
+  end
+  redis.call('HSET', key, 'tat', fmt(s.tat), 'frac', fmt(s.frac), 'last', fmt(s.last))
+  keepFor(key, reset)
+end
+)lua";
+
     static bool isFresh(const State& state, const Quota& q, Tick now) noexcept {
         return unitsAhead(state, q, now) == 0;
     }

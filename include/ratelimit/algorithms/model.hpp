@@ -132,6 +132,27 @@ inline BucketOutcome bucketStep(const Quota& q, std::int64_t deficit, std::int64
     return {decision(q, false, q.burst, remaining(deficit), wait, reset(deficit)), deficit};
 }
 
+/// `bucketStep` in Lua, for both bucket models' scripts (needs `detail::kLuaPrelude`).
+/// Returns allowed, remaining, retry (-1 = never), reset, deficit after. With deficit <=
+/// capacity < 2^53 and cost <= burst, `cost * unitsPerToken <= capacity`; the test against
+/// the room left (never `deficit + costUnits`, up to 2^54) keeps every value exact.
+inline constexpr std::string_view kBucketStepLua = R"lua(
+local function bucketStep(p, deficit, cost)
+  local reset = ceildiv(deficit, p.unitsPerTick)
+  local remaining = idiv(p.capacity - deficit, p.unitsPerToken)
+  if cost > p.burst then
+    return false, remaining, -1, reset, deficit
+  end
+  local costUnits = cost * p.unitsPerToken
+  local room = p.capacity - deficit
+  if costUnits <= room then
+    local after = deficit + costUnits
+    return true, idiv(p.capacity - after, p.unitsPerToken), 0, ceildiv(after, p.unitsPerTick), after
+  end
+  return false, remaining, ceildiv(costUnits - room, p.unitsPerTick), reset, deficit
+end
+)lua";
+
 inline ModelRange bucketRange(const Quota& q) noexcept {
     return {Int128{q.burst} * q.period / q.count + 1, Int128{q.burst} * q.unitsPerToken};
 }

@@ -57,6 +57,88 @@ struct SlidingCounterModel {
         return detail::decision(q, false, q.count, remaining, retryTicks(view, q, e, cost), reset);
     }
 
+    /// The same step in Redis Lua (composed by `detail::composeScript`): the table
+    /// `sliding_counter` over the hash fields `start`, `last`, `prev` and `curr`, in µs ticks.
+    /// A missing key is the fresh state. Bounds: prev, curr <= count, so every product
+    /// (`prev·(W − e)`, `(count − curr − cost)·W`, `W·(curr + cost − count)`) stays within
+    /// count·W < 2^53; `2W − e` is written `W + (W − e)` (exact while 2W < 2^53).
+    static constexpr std::string_view kLua = R"lua(
+local sliding_counter = {}
+function sliding_counter.load(key)
+  local v = redis.call('HMGET', key, 'start', 'last', 'prev', 'curr')
+  local start = v[1] and tonumber(v[1])
+  local last = v[2] and tonumber(v[2])
+  local prev = v[3] and tonumber(v[3])
+  local curr = v[4] and tonumber(v[4])
+  if not start or not last or not prev or not curr then
+    return {start = 0, last = 0, prev = 0, curr = 0}
+  end
+  return {start = start, last = last, prev = prev, curr = curr}
+end
+function sliding_counter.rebaseAndRoll(s, now, p)
+  local steppedBack = (s.prev > 0 or s.curr > 0) and now < s.last
+  if steppedBack then
+    s.start = s.start - (s.last - now)
+    s.last = now
+  end
+  local e = now - s.start
+  if e - p.period >= p.period then
+    s.prev = 0
+    s.curr = 0
+  elseif e >= p.period then
+    s.prev = s.curr
+    s.curr = 0
+    s.start = s.start + p.period
+  end
+  if s.prev == 0 and s.curr == 0 then
+    s.start = idiv(now, p.period) * p.period
+  end
+  return steppedBack
+end
+function sliding_counter.step(s, now, cost, p)
+  local steppedBack = sliding_counter.rebaseAndRoll(s, now, p)
+  local w = p.period
+  local e = now - s.start
+  local weighted = s.prev * (w - e)
+  local remaining = idiv(p.count * w - weighted, w) - s.curr
+  local reset = 0
+  if s.curr > 0 then
+    reset = w + (w - e)
+  elseif s.prev > 0 then
+    reset = w - e
+  end
+  if cost > p.count then
+    return false, remaining, -1, reset, false
+  end
+  if cost == 0 then
+    return true, remaining, 0, reset, false
+  end
+  if weighted <= (p.count - s.curr - cost) * w then
+    s.curr = s.curr + cost
+    s.last = now
+    return true, remaining - cost, 0, w + (w - e), true
+  end
+  local retry
+  if s.curr + cost <= p.count then
+    -- Within this window, once the previous window's weight has decayed enough.
+    retry = ceildiv(weighted - (p.count - s.curr - cost) * w, s.prev)
+  else
+    -- In the next window, where the current count becomes the decaying previous one.
+    retry = (w - e) + ceildiv(w * (s.curr + cost - p.count), s.curr)
+  end
+  return false, remaining, retry, reset, steppedBack
+end
+function sliding_counter.store(key, s, reset)
+  if reset <= 0 then
+    redis.call('DEL', key)
+    return
+  end
+  redis.call('HSET', key, 'start', fmt(s.start), 'last', fmt(s.last), 'prev', fmt(s.prev),
+    'curr', fmt(s.curr))
+  keepFor(key, reset)
+end
+)lua";
+
     static bool isFresh(const State& state, const Quota& q, Tick now) noexcept {
         if (state.previous == 0 && state.current == 0) {
             return true;

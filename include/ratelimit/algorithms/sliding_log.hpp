@@ -77,6 +77,97 @@ struct SlidingLogModel {
         return detail::decision(q, false, q.count, q.count - used, wait, reset);
     }
 
+    /// The same step in Redis Lua (composed by `detail::composeScript`): the table
+    /// `sliding_log` over one hash field `runs`, "time count" pairs oldest first, separated by
+    /// spaces (written with `string.format('%d %d', …)`). A missing key is the empty log. Runs
+    /// are Lua pairs `{time, count}`.
+    static constexpr std::string_view kLua = R"lua(
+local sliding_log = {}
+function sliding_log.load(key)
+  local v = redis.call('HMGET', key, 'runs')
+  local runs = {}
+  if v[1] then
+    for t, c in string.gmatch(v[1], '(%-?%d+) (%d+)') do
+      runs[#runs + 1] = {tonumber(t), tonumber(c)}
+    end
+  end
+  return {runs = runs}
+end
+-- Drops the expired runs before first and applies the step-back shift.
+function sliding_log.compact(s, first, shift)
+  local kept = {}
+  for i = first, #s.runs do
+    kept[#kept + 1] = {s.runs[i][1] - shift, s.runs[i][2]}
+  end
+  s.runs = kept
+end
+function sliding_log.append(s, now, cost, maxRuns)
+  local runs = s.runs
+  local n = #runs
+  if n > 0 and runs[n][1] == now then
+    runs[n][2] = runs[n][2] + cost
+    return
+  end
+  runs[n + 1] = {now, cost}
+  if n + 1 > maxRuns then
+    runs[2][2] = runs[2][2] + runs[1][2]
+    table.remove(runs, 1)
+  end
+end
+function sliding_log.step(s, now, cost, p)
+  local runs = s.runs
+  local n = #runs
+  -- After a step back the log shifts so its newest entry sits at now.
+  local shift = 0
+  if n > 0 and now < runs[n][1] then shift = runs[n][1] - now end
+  local first = 1
+  while first <= n and now - (runs[first][1] - shift) >= p.period do
+    first = first + 1
+  end
+  local used = 0
+  for i = first, n do
+    used = used + runs[i][2]
+  end
+  local reset = 0
+  if first <= n then reset = p.period - (now - (runs[n][1] - shift)) end
+  if cost > p.count then
+    return false, p.count - used, -1, reset, false
+  end
+  if used + cost <= p.count then
+    if cost > 0 then
+      sliding_log.compact(s, first, shift)
+      sliding_log.append(s, now, cost, p.maxRuns)
+      return true, p.count - used - cost, 0, p.period, true
+    end
+    return true, p.count - used, 0, reset, false
+  end
+  -- The oldest runs whose expiry brings used + cost within count.
+  local freed = 0
+  local j = first
+  while used - freed + cost > p.count do
+    freed = freed + runs[j][2]
+    j = j + 1
+  end
+  local wait = p.period - (now - (runs[j - 1][1] - shift))
+  if shift > 0 then
+    sliding_log.compact(s, first, shift)
+  end
+  return false, p.count - used, wait, reset, shift > 0
+end
+function sliding_log.store(key, s, reset)
+  if reset <= 0 or #s.runs == 0 then
+    redis.call('DEL', key)
+    return
+  end
+  local parts = {}
+  for i = 1, #s.runs do
+    parts[i] = string.format('%d %d', s.runs[i][1], s.runs[i][2])
+  end
+  redis.call('HSET', key, 'runs', table.concat(parts, ' '))
+  keepFor(key, reset)
+end
+)lua";
+
     static bool isFresh(const State& state, const Quota& q, Tick now) noexcept {
         return state.runs.empty() ||
                (now >= state.runs.back().time && detail::satSub(now, state.runs.back().time) >= q.period);

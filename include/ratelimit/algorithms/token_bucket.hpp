@@ -36,6 +36,53 @@ struct TokenBucketModel {
         return outcome.decision;
     }
 
+    /// The same step in Redis Lua (composed by `detail::composeScript`): the table
+    /// `token_bucket` with `load(key)`, `step(s, now, cost, p)` and `store(key, s, reset)`, over
+    /// the hash fields `last` and `deficit` in µs ticks. A missing key is the fresh state.
+    /// Bounds: deficit <= capacity < 2^53; `elapsed` is capped before it is multiplied.
+    static constexpr std::string_view kLua = R"lua(
+local token_bucket = {}
+function token_bucket.load(key)
+  local v = redis.call('HMGET', key, 'last', 'deficit')
+  local last = v[1] and tonumber(v[1])
+  local deficit = v[2] and tonumber(v[2])
+  if not last or not deficit then
+    return {last = 0, deficit = 0}
+  end
+  return {last = last, deficit = deficit}
+end
+function token_bucket.deficitAt(s, now, p)
+  if s.deficit == 0 or now <= s.last then
+    return s.deficit
+  end
+  local elapsed = now - s.last
+  if elapsed >= ceildiv(s.deficit, p.unitsPerTick) then
+    return 0
+  end
+  return s.deficit - elapsed * p.unitsPerTick
+end
+function token_bucket.step(s, now, cost, p)
+  local steppedBack = s.deficit > 0 and now < s.last
+  local allowed, remaining, retry, reset, after =
+    bucketStep(p, token_bucket.deficitAt(s, now, p), cost)
+  local write = cost > 0 and cost <= p.burst and (allowed or steppedBack)
+  if write then
+    -- Admitted, or rebased: a step back keeps the deficit and restarts refill at now.
+    s.last = now
+    if allowed then s.deficit = after end
+  end
+  return allowed, remaining, retry, reset, write
+end
+function token_bucket.store(key, s, reset)
+  if reset <= 0 then
+    redis.call('DEL', key)
+    return
+  end
+  redis.call('HSET', key, 'last', fmt(s.last), 'deficit', fmt(s.deficit))
+  keepFor(key, reset)
+end
+)lua";
+
     static bool isFresh(const State& state, const Quota& q, Tick now) noexcept {
         return deficitAt(state, q, now) == 0;
     }

@@ -1,0 +1,6 @@
+#pragma once
+
+// Everything in <ratelimit/ratelimit.hpp> plus the Redis storage; needs hiredis.
+
+#include <ratelimit/ratelimit.hpp>
+#include <ratelimit/storage/redis.hpp>

@@ -1,0 +1,887 @@
+// The Lua step of every model against its C++ step: a randomized differential test through a
+// real redis-server, plus the script's own rules (TIME, binary keys, no shebang, maxmemory).
+//
+// Simulated time runs far faster than real time, so between steps the test PERSISTs the key
+// and keeps its expiry in simulated time: the TTL the script sets is checked right after each
+// write, and a key whose simulated TTL ran out must be fresh for the C++ model (then it is
+// either deleted, as Redis would, or kept, to test stale states too). Even a MULTI cannot
+// hold a 1 ms TTL until PERSIST (Redis 7.0 expires keys on real time inside EXEC), so the
+// differential test runs the composed script verbatim as the body of a function in a test
+// script that then reads the TTL and the hash and PERSISTs: within one script Redis freezes
+// the expiry clock. The other tests EVAL the composed script itself.
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <hiredis/hiredis.h>
+
+#include <ratelimit/algorithms/fixed_window.hpp>
+#include <ratelimit/algorithms/leaky_bucket.hpp>
+#include <ratelimit/algorithms/model.hpp>
+#include <ratelimit/algorithms/sliding_counter.hpp>
+#include <ratelimit/algorithms/sliding_log.hpp>
+#include <ratelimit/algorithms/token_bucket.hpp>
+#include <ratelimit/decision.hpp>
+#include <ratelimit/detail/lua.hpp>
+#include <ratelimit/limit.hpp>
+
+#include "support/catch.hpp"
+#include "support/redis_server.hpp"
+
+namespace {
+
+namespace rt = ratelimit_test;
+using ratelimit::Decision;
+using ratelimit::FixedWindowModel;
+using ratelimit::LeakyBucketModel;
+using ratelimit::Limit;
+using ratelimit::Quota;
+using ratelimit::SlidingCounterModel;
+using ratelimit::SlidingLogModel;
+using ratelimit::Tick;
+using ratelimit::TokenBucketModel;
+
+constexpr std::int64_t kTwoPow53 = std::int64_t{1} << 53;
+// |simulated time| stays below 2^52, so every difference of two times is below 2^53.
+constexpr std::int64_t kTimeBound = std::int64_t{1} << 52;
+
+using Fields = std::map<std::string, std::string>;
+
+std::string str(std::int64_t v) { return std::to_string(v); }
+
+// ---- the C++ state as the Redis hash holds it (nullopt: the fresh state, no key) -----------
+
+std::optional<Fields> fieldsOf(const TokenBucketModel::State& s) {
+    if (s.last == 0 && s.deficit == 0) {
+        return std::nullopt;
+    }
+    return Fields{{"last", str(s.last)}, {"deficit", str(s.deficit)}};
+}
+
+std::optional<Fields> fieldsOf(const LeakyBucketModel::State& s) {
+    if (s.tat == LeakyBucketModel::State{}.tat) {
+        return std::nullopt;
+    }
+    return Fields{{"tat", str(s.tat)}, {"frac", str(s.tatFraction)}, {"last", str(s.last)}};
+}
+
+std::optional<Fields> fieldsOf(const FixedWindowModel::State& s) {
+    if (s.start == 0 && s.last == 0 && s.used == 0) {
+        return std::nullopt;
+    }
+    return Fields{{"start", str(s.start)}, {"last", str(s.last)}, {"used", str(s.used)}};
+}
+
+std::optional<Fields> fieldsOf(const SlidingCounterModel::State& s) {
+    if (s.start == 0 && s.last == 0 && s.previous == 0 && s.current == 0) {
+        return std::nullopt;
+    }
+    return Fields{{"start", str(s.start)},
+                  {"last", str(s.last)},
+                  {"prev", str(s.previous)},
+                  {"curr", str(s.current)}};
+}
+
+std::optional<Fields> fieldsOf(const SlidingLogModel::State& s) {
+    if (s.runs.empty()) {
+        return std::nullopt;
+    }
+    std::string runs;
+    for (const auto& r : s.runs) {
+        if (!runs.empty()) {
+            runs += ' ';
+        }
+        runs += str(r.time) + ' ' + str(r.count);
+    }
+    return Fields{{"runs", runs}};
+}
+
+std::string describe(const std::optional<Fields>& f) {
+    if (!f) {
+        return "(fresh)";
+    }
+    std::string out;
+    for (const auto& [k, v] : *f) {
+        out += k + '=' + v + ' ';
+    }
+    return out;
+}
+
+std::optional<Fields> hashOf(const redisReply* r) {
+    if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements == 0) {
+        return std::nullopt;
+    }
+    Fields f;
+    for (std::size_t i = 0; i + 1 < r->elements; i += 2) {
+        f[std::string(r->element[i]->str, r->element[i]->len)] =
+            std::string(r->element[i + 1]->str, r->element[i + 1]->len);
+    }
+    return f;
+}
+
+// ---- the script and one call of it -----------------------------------------------------------
+
+template <class Model>
+const std::string& scriptOf() {
+    static const std::string script = ratelimit::detail::composeScript(Model::kLua, Model::kName);
+    return script;
+}
+
+/// The composed script, verbatim, as a function body; then the TTL, the hash and PERSIST in
+/// the same script. Returns {decision, PTTL, PEXPIRETIME (error before Redis 7), hash,
+/// TIME before the step, TIME after the TTL reads}.
+template <class Model>
+const std::string& probeScriptOf() {
+    static const std::string script = "local function ratelimitStep()\n" + scriptOf<Model>() +
+                                      R"lua(
+end
+local before = redis.call('TIME')
+local decision = ratelimitStep()
+local pttl = redis.call('PTTL', KEYS[1])
+local expireTime = redis.pcall('PEXPIRETIME', KEYS[1])
+local after = redis.call('TIME')
+local hash = redis.call('HGETALL', KEYS[1])
+redis.call('PERSIST', KEYS[1])
+return {decision, pttl, expireTime, hash, before, after}
+)lua";
+    return script;
+}
+
+std::int64_t limitOf(bool bucket, const Quota& q) { return bucket ? q.burst : q.count; }
+
+/// EVAL's arguments after the script: numkeys, key, ARGV[1..12].
+std::vector<std::string> evalArgs(const std::string& script, std::string_view key,
+                                  const std::string& now, std::int64_t cost, bool consume,
+                                  std::int64_t phase, const Quota& q, std::int64_t limit) {
+    return {"EVAL",
+            script,
+            "1",
+            std::string(key),
+            now,
+            str(cost),
+            consume ? "1" : "0",
+            str(phase),
+            str(q.count),
+            str(q.burst),
+            str(q.period),
+            str(q.unitsPerToken),
+            str(q.unitsPerTick),
+            str(q.capacityUnits),
+            str(q.maxRunsPerKey),
+            str(limit)};
+}
+
+std::vector<std::string_view> views(const std::vector<std::string>& v) {
+    return {v.begin(), v.end()};
+}
+
+struct LuaDecision {
+    bool allowed = false;
+    std::int64_t limit = 0;
+    std::int64_t remaining = 0;
+    std::int64_t retry = 0;  // µs, -1 = never
+    std::int64_t reset = 0;  // µs
+};
+
+/// Parses the script's reply; an empty optional and `error` on anything else.
+std::optional<LuaDecision> parseDecision(const redisReply* r, std::string& error) {
+    if (r == nullptr) {
+        error = "no reply";
+        return std::nullopt;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        error = std::string(r->str, r->len);
+        return std::nullopt;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 5) {
+        error = "not an array of 5";
+        return std::nullopt;
+    }
+    std::int64_t v[5] = {};
+    for (std::size_t i = 0; i < 5; ++i) {
+        if (r->element[i]->type != REDIS_REPLY_INTEGER) {
+            error = "element is not an integer";
+            return std::nullopt;
+        }
+        v[i] = r->element[i]->integer;
+    }
+    return LuaDecision{v[0] == 1, v[1], v[2], v[3], v[4]};
+}
+
+std::int64_t ceilMs(std::int64_t us) { return us / 1000 + (us % 1000 != 0 ? 1 : 0); }
+
+/// Empty when equal, else what differs.
+std::string compare(const Decision& d, const LuaDecision& l) {
+    std::ostringstream out;
+    if (d.allowed != l.allowed) {
+        out << "allowed C++ " << d.allowed << " Lua " << l.allowed << "; ";
+    }
+    if (d.limit != l.limit) {
+        out << "limit C++ " << d.limit << " Lua " << l.limit << "; ";
+    }
+    if (d.remaining != l.remaining) {
+        out << "remaining C++ " << d.remaining << " Lua " << l.remaining << "; ";
+    }
+    const bool never = d.retryAfter == Decision::kNever;
+    if (never != (l.retry == -1) || (!never && d.retryAfter.count() != l.retry * 1000)) {
+        out << "retry C++ " << (never ? std::string("never") : str(d.retryAfter.count()))
+            << "ns Lua " << l.retry << "us; ";
+    }
+    if (d.resetAfter.count() != l.reset * 1000) {
+        out << "reset C++ " << d.resetAfter.count() << "ns Lua " << l.reset << "us; ";
+    }
+    return out.str();
+}
+
+// ---- servers -----------------------------------------------------------------------------
+
+std::unique_ptr<rt::RedisServer> startServer(rt::RedisServer::Options options = {}) {
+    try {
+        return std::make_unique<rt::RedisServer>(std::move(options));
+    } catch (const rt::RedisUnavailable& e) {
+#ifdef SKIP
+        SKIP(e.what());
+#else
+        // Catch2 v2 has no SKIP: warn, and count an assertion so --warn NoAssertions passes.
+        WARN(std::string("skipped: ") + e.what());
+        SUCCEED("skipped");
+#endif
+        return nullptr;
+    }
+}
+
+rt::RedisContextPtr connectTo(const rt::RedisServer& server) {
+    rt::RedisContextPtr c{server.connect()};
+    REQUIRE(c != nullptr);
+    REQUIRE(c->err == 0);
+    return c;
+}
+
+// ---- random quotas and traffic -----------------------------------------------------------
+
+using Rng = std::mt19937_64;
+
+std::int64_t uniform(Rng& rng, std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+}
+
+/// Log-uniform in [lo, hi]: small and huge values alike.
+std::int64_t logUniform(Rng& rng, std::int64_t lo, std::int64_t hi) {
+    const double x = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+    const auto logLo = std::log2(static_cast<double>(lo));
+    const auto logHi = std::log2(static_cast<double>(hi));
+    const auto v = static_cast<std::int64_t>(std::exp2(logLo + x * (logHi - logLo)));
+    return std::clamp(v, lo, hi);
+}
+
+std::int64_t gcd(std::int64_t a, std::int64_t b) {
+    while (b != 0) {
+        a = std::exchange(b, a % b);
+    }
+    return a;
+}
+
+struct Case {
+    std::int64_t count;
+    std::int64_t periodUs;
+    std::int64_t burst;
+};
+
+/// Within the Redis bounds: count·period, burst·period/g and 2·period below 2^53 µs.
+bool representable(const Case& c) {
+    const auto product = [](std::int64_t a, std::int64_t b) {
+        return static_cast<ratelimit::detail::Int128>(a) * b;
+    };
+    const std::int64_t g = gcd(c.count, c.periodUs);
+    return product(c.count, c.periodUs) < kTwoPow53 &&
+           product(c.burst, c.periodUs / g) < kTwoPow53 && c.periodUs <= (std::int64_t{1} << 49);
+}
+
+std::vector<Case> cases(Rng& rng) {
+    constexpr std::int64_t kMax = Limit::kMaxCount;
+    std::vector<Case> out = {
+        {7, 1'000'000, 7},                  // 7/s
+        {3, 10'000'000, 3},                 // 3 per 10 s
+        {999'999, 3'600'000'000, 999'999},  // 999,999/h
+        {7, 1'000'000, 3},                  // burst below count
+        {7, 1'000'000, 20},                 // burst above count
+        {3, 10'000'000, 1},
+        {1, 1, 1},           // 1/µs
+        {1000, 1000, 1000},  // unitsPerToken 1
+        {13, 7, 5},
+        {kMax, 31, kMax},  // count·period and capacity near 2^53
+        {kMax, 31, 5},
+        {std::int64_t{1} << 47, 63, std::int64_t{1} << 47},
+        {5, std::int64_t{1} << 49, 2},  // long period
+        {1, 60'000'000, 1},
+    };
+    while (out.size() < 40) {
+        Case c{};
+        c.count = uniform(rng, 0, 2) == 0 ? uniform(rng, 1, 20) : logUniform(rng, 1, kMax);
+        const std::int64_t maxPeriod =
+            std::min<std::int64_t>((kTwoPow53 - 1) / c.count, std::int64_t{1} << 49);
+        c.periodUs = logUniform(rng, 1, maxPeriod);
+        c.burst = uniform(rng, 0, 1) == 0 ? c.count : logUniform(rng, 1, kMax);
+        if (representable(c)) {
+            out.push_back(c);
+        }
+    }
+    for (const Case& c : out) {
+        REQUIRE(representable(c));
+    }
+    return out;
+}
+
+std::uint64_t seed() {
+    if (const char* s = std::getenv("RATELIMIT_TEST_SEED"); s != nullptr) {
+        return std::strtoull(s, nullptr, 10);
+    }
+    return 20240601;
+}
+
+// ---- the differential run ----------------------------------------------------------------
+
+template <class Model>
+struct Differential {
+    redisContext* c;
+    Rng& rng;
+    std::int64_t steps = 0;
+    std::int64_t admitted = 0;
+    std::int64_t refused = 0;
+    std::int64_t writes = 0;
+    std::int64_t expiries = 0;
+    std::int64_t stepsBack = 0;
+    std::int64_t stalls = 0;  // see `stalled` below; expected 0 on an idle machine
+
+    void run(const Case& cs, std::size_t index, int stepCount) {
+        const std::int64_t maxRuns =
+            std::vector<std::int64_t>{1, 2, 3, 5, 64}[static_cast<std::size_t>(uniform(rng, 0, 4))];
+        const Limit limit =
+            Limit::per(cs.count, std::chrono::microseconds{cs.periodUs}).withBurst(cs.burst);
+        const Quota q = Quota::make(limit, 1000, maxRuns);
+        const std::int64_t lim = limitOf(Model::kBucket, q);
+        const std::string key = "{rl-test-lua}:" + std::string(Model::kName) + ":" +
+                                str(static_cast<std::int64_t>(index));
+        REQUIRE(rt::command(c, {"DEL", key}) != nullptr);
+
+        const std::int64_t phase = uniform(rng, 0, 2) == 0 ? 0 : uniform(rng, 0, q.period - 1);
+        // Around the real epoch in µs, or around a ManualClock's zero (negative times too).
+        std::int64_t t = uniform(rng, 0, 1) == 0
+                             ? uniform(rng, 1'700'000'000'000'000, 1'700'100'000'000'000)
+                             : uniform(rng, -3 * q.period, 3 * q.period);
+        t = std::clamp(t, -kTimeBound / 2, kTimeBound / 2);
+        const std::int64_t interval = std::max<std::int64_t>(1, q.period / q.count);
+
+        typename Model::State state{};
+        bool hasExpiry = false;  // the key exists, and Redis drops it at `expiry`
+        Tick expiry = 0;         // (simulated time)
+        Tick lastWrite = 0;
+        std::int64_t lastRemaining = lim;
+
+        for (int i = 0; i < stepCount; ++i) {
+            // Time: mostly forward, sometimes back by up to two periods.
+            const std::int64_t r = uniform(rng, 0, 99);
+            std::int64_t move = 0;
+            if (r < 10) {
+                move = 0;
+            } else if (r < 50) {
+                move = uniform(rng, 0, 3 * interval);
+            } else if (r < 75) {
+                move = uniform(rng, 0, q.period);
+            } else if (r < 88) {
+                move = uniform(rng, 0, 3 * q.period);
+            } else {
+                move = -uniform(rng, 1, 2 * q.period);
+            }
+            if (t + move > kTimeBound || t + move < -kTimeBound) {
+                move = -move;
+            }
+            t += move;
+            if (move < 0) {
+                ++stepsBack;
+            }
+            const Tick now = t - phase;
+
+            // Cost: 0 … limit + 1, often at the edge of what remains.
+            const std::int64_t rc = uniform(rng, 0, 99);
+            std::int64_t cost = 0;
+            if (rc < 12) {
+                cost = 0;
+            } else if (rc < 45) {
+                cost = uniform(rng, 1, std::min<std::int64_t>(lim, 4));
+            } else if (rc < 60) {
+                cost = uniform(rng, 0, lim + 1);
+            } else if (rc < 75) {
+                cost = std::min(lim + 1, lastRemaining + uniform(rng, 0, 1));
+            } else if (rc < 85) {
+                cost = uniform(rng, 1, std::max<std::int64_t>(1, lim / 3));
+            } else if (rc < 93) {
+                cost = lim;
+            } else {
+                cost = lim + 1;
+            }
+            const bool consume = uniform(rng, 0, 99) < 85;
+
+            std::ostringstream context;
+            context << Model::kName << " case " << index << " (count " << q.count << ", period "
+                    << q.period << "us, burst " << q.burst << ", maxRuns " << q.maxRunsPerKey
+                    << ", phase " << phase << ") step " << i << ": now " << now << " (raw " << t
+                    << "), cost " << cost << ", consume " << consume << ", state "
+                    << describe(fieldsOf(state));
+
+            // The key's simulated TTL ran out: the C++ state must be fresh by then.
+            if (hasExpiry && now >= expiry) {
+                if (now >= lastWrite && !Model::isFresh(state, q, now)) {
+                    FAIL(context.str()
+                         << ": the key expires at " << expiry << " but the C++ state is not fresh");
+                }
+                if (uniform(rng, 0, 1) == 0) {
+                    REQUIRE(rt::command(c, {"DEL", key}) != nullptr);
+                    state = typename Model::State{};
+                    hasExpiry = false;
+                    ++expiries;
+                }
+            }
+
+            const std::optional<Fields> before = fieldsOf(state);
+            Decision d;
+            if (consume && cost > 0) {
+                d = Model::step(state, q, now, cost);
+            } else {
+                typename Model::State copy = state;
+                d = Model::step(copy, q, now, cost);
+            }
+            const std::optional<Fields> after = fieldsOf(state);
+            const bool wrote = after != before;
+
+            const std::vector<std::string> args =
+                evalArgs(probeScriptOf<Model>(), key, str(t), cost, consume, phase, q, lim);
+            const rt::RedisReplyPtr probe = rt::command(c, views(args));
+            REQUIRE(probe != nullptr);
+            if (probe->type == REDIS_REPLY_ERROR) {
+                FAIL(context.str() << ": script failed: " << std::string(probe->str, probe->len));
+            }
+            REQUIRE(probe->type == REDIS_REPLY_ARRAY);
+            REQUIRE(probe->elements == 6);
+            const redisReply* evalReply = probe->element[0];
+            const long long pttl = probe->element[1]->integer;
+            const redisReply* expireTime = probe->element[2];
+            const redisReply* hash = probe->element[3];
+            const auto ms = [](const redisReply* time) {
+                return std::stoll(time->element[0]->str) * 1000 +
+                       std::stoll(time->element[1]->str) / 1000;
+            };
+            const std::int64_t startMs = ms(probe->element[4]);
+            const std::int64_t endMs = ms(probe->element[5]);
+
+            std::string error;
+            const std::optional<LuaDecision> l = parseDecision(evalReply, error);
+            if (!l) {
+                FAIL(context.str() << ": script failed: " << error);
+            }
+            if (const std::string diff = compare(d, *l); !diff.empty()) {
+                FAIL(context.str() << ": " << diff);
+            }
+            // A script that stalled for a whole TTL on a busy machine may see Redis drop the
+            // key it just wrote (the TTL counts from the millisecond the script started): not
+            // the script's fault. The C++ state is put back and the run goes on.
+            const std::int64_t ttlMs = ceilMs(l->reset) + 1;
+            const bool stalled = wrote && endMs - startMs + 1 >= ttlMs;
+            const std::optional<Fields> stored = hashOf(hash);
+            if (stalled && !stored && pttl == -2) {
+                std::vector<std::string> restore = {"HSET", key};
+                for (const auto& [field, value] : *after) {
+                    restore.push_back(field);
+                    restore.push_back(value);
+                }
+                REQUIRE(rt::command(c, views(restore)) != nullptr);
+                ++stalls;
+            } else if (stored != after) {
+                FAIL(context.str() << ": Redis holds " << describe(stored) << ", C++ "
+                                   << describe(after) << " (PTTL " << pttl << ", script ran in ["
+                                   << startMs << ", " << endMs << "] ms)");
+            }
+            if (wrote && !stalled) {
+                // The script set the TTL just now: ceil(reset) + 1 ms from Redis's command
+                // time, a millisecond within the script's run (PTTL reads ceil(reset) once the
+                // millisecond passed).
+                bool ok = pttl >= 0 && pttl >= ttlMs - 2 - (endMs - startMs) && pttl <= ttlMs &&
+                          (pttl > 0 || endMs - startMs + 2 >= ttlMs);
+                if (expireTime->type == REDIS_REPLY_INTEGER) {
+                    ok = ok && expireTime->integer >= startMs - 1 + ttlMs &&
+                         expireTime->integer <= endMs + ttlMs;
+                }
+                if (!ok) {
+                    FAIL(context.str()
+                         << ": PTTL " << pttl << " (expires at " << expireTime->integer
+                         << ", script ran in [" << startMs << ", " << endMs
+                         << "] ms) after a write with reset " << l->reset << "us");
+                }
+            }
+            if (wrote) {
+                // From here on the key is kept in simulated time; it must be fresh by
+                // now + resetAfter (Redis keeps it up to 1 ms longer, harmlessly).
+                expiry = now + l->reset;
+                hasExpiry = true;
+                lastWrite = now;
+                ++writes;
+            } else {
+                const long long expected = after ? -1 : -2;  // persisted, or no key
+                if (pttl != expected) {
+                    FAIL(context.str()
+                         << ": PTTL " << pttl << " without a write (expected " << expected << ")");
+                }
+                // Nothing written since the last write: resetAfter counts down with the clock,
+                // so the TTL set then is still resetAfter (+1 ms) now. (An admitted peek reports
+                // the reset after its cost, as if consumed.)
+                if (after && hasExpiry && now < expiry && now >= lastWrite &&
+                    (cost == 0 || !l->allowed) && expiry - now != l->reset) {
+                    FAIL(context.str() << ": " << (expiry - now)
+                                       << "us left of the last write's resetAfter, but reset "
+                                       << l->reset << "us");
+                }
+            }
+            if (after && !hasExpiry) {
+                FAIL(context.str() << ": a key without TTL");
+            }
+            lastRemaining = l->remaining;
+            (l->allowed ? admitted : refused) += 1;
+            ++steps;
+        }
+        REQUIRE(rt::command(c, {"DEL", key}) != nullptr);
+    }
+};
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("Redis Lua: each model's script makes exactly the C++ step's decisions",
+                   "[redis][lua]", TokenBucketModel, LeakyBucketModel, FixedWindowModel,
+                   SlidingCounterModel, SlidingLogModel) {
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    const rt::RedisContextPtr c = connectTo(*server);
+    REQUIRE(rt::command(c.get(), {"DEBUG", "SET-ACTIVE-EXPIRE", "0"}) != nullptr);
+
+    Rng rng(seed() ^ std::hash<std::string_view>{}(TestType::kName));
+    Differential<TestType> diff{c.get(), rng};
+    const std::vector<Case> all = cases(rng);
+    for (std::size_t i = 0; i < all.size(); ++i) {
+        diff.run(all[i], i, 300);
+    }
+    INFO("steps " << diff.steps << ", admitted " << diff.admitted << ", refused " << diff.refused
+                  << ", writes " << diff.writes << ", expiries " << diff.expiries << ", steps back "
+                  << diff.stepsBack << ", stalled scripts " << diff.stalls);
+    REQUIRE(diff.steps >= 10'000);
+    REQUIRE(diff.admitted > diff.steps / 10);
+    REQUIRE(diff.refused > diff.steps / 10);
+    REQUIRE(diff.expiries > 0);
+    REQUIRE(diff.stepsBack > diff.steps / 20);
+    REQUIRE(diff.stalls < diff.steps / 100);
+}
+
+TEST_CASE("Redis Lua: idiv, ceildiv and imod are exact up to 2^53", "[redis][lua]") {
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    const rt::RedisContextPtr c = connectTo(*server);
+    using ratelimit::detail::Int128;
+    Rng rng(seed());
+    const std::int64_t top = kTwoPow53 - 1;
+    std::vector<std::pair<std::int64_t, std::int64_t>> pairs = {
+        {top, 3},     {top, 7},
+        {top - 1, 2}, {top, (std::int64_t{1} << 52) + 1},
+        {-top, 3},    {-top, 7},
+        {top, -3},    {-top, -3},
+        {0, 5},       {0, -5},
+        {-1, 5},      {1, -5},
+        {top, top},   {top - 1, top},
+        {-top, top},  {top, 1},
+        {-top, 1},    {(std::int64_t{1} << 52) + 3, 3},
+    };
+    while (pairs.size() < 3000) {
+        const std::int64_t b =
+            uniform(rng, 0, 1) == 0 ? uniform(rng, 1, 1000) : logUniform(rng, 1, top);
+        const std::int64_t a =
+            uniform(rng, 0, 1) == 0 ? uniform(rng, top - 100000, top) : logUniform(rng, 1, top);
+        pairs.emplace_back(uniform(rng, 0, 3) == 0 ? -a : a, uniform(rng, 0, 5) == 0 ? -b : b);
+    }
+    const std::string body = std::string(ratelimit::detail::kLuaPrelude) + R"lua(
+local out = {}
+for i = 1, #ARGV, 2 do
+  local a, b = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
+  out[#out + 1] = idiv(a, b)
+  out[#out + 1] = ceildiv(a, b)
+  out[#out + 1] = imod(a, b)
+end
+return out
+)lua";
+    std::vector<std::string> args = {"EVAL", body, "0"};
+    for (const auto& [a, b] : pairs) {
+        args.push_back(str(a));
+        args.push_back(str(b));
+    }
+    const rt::RedisReplyPtr r = rt::command(c.get(), views(args));
+    REQUIRE(r != nullptr);
+    REQUIRE(r->type == REDIS_REPLY_ARRAY);
+    REQUIRE(r->elements == 3 * pairs.size());
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < pairs.size(); ++i) {
+        const auto [a, b] = pairs[i];
+        Int128 q = Int128{a} / b;
+        if (Int128{a} % b != 0 && ((a < 0) != (b < 0))) {
+            --q;
+        }
+        const Int128 ceil =
+            (Int128{a} % b != 0 && ((a < 0) == (b < 0))) ? Int128{a} / b + 1 : Int128{a} / b;
+        const Int128 mod = Int128{a} - q * b;
+        const auto got = [&](std::size_t k) { return Int128{r->element[3 * i + k]->integer}; };
+        if (got(0) != q || got(1) != ceil || got(2) != mod) {
+            if (++wrong <= 5) {
+                UNSCOPED_INFO("a " << a << " b " << b << ": idiv " << static_cast<long long>(got(0))
+                                   << " ceildiv " << static_cast<long long>(got(1)) << " imod "
+                                   << static_cast<long long>(got(2)));
+            }
+        }
+    }
+    REQUIRE(wrong == 0);
+}
+
+TEMPLATE_TEST_CASE("Redis Lua: the script reads TIME when ARGV[1] is empty", "[redis][lua]",
+                   TokenBucketModel, LeakyBucketModel, FixedWindowModel, SlidingCounterModel,
+                   SlidingLogModel) {
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    const rt::RedisContextPtr c = connectTo(*server);
+    const auto serverTime = [&] {
+        const rt::RedisReplyPtr r = rt::command(c.get(), {"TIME"});
+        REQUIRE(r != nullptr);
+        REQUIRE(r->type == REDIS_REPLY_ARRAY);
+        return std::stoll(r->element[0]->str) * 1'000'000 + std::stoll(r->element[1]->str);
+    };
+    const Quota q = Quota::make(Limit::perSecond(5), 1000, 64);
+    const std::int64_t lim = limitOf(TestType::kBucket, q);
+    const std::string key = "{rl-test-lua}:time:" + std::string(TestType::kName);
+    const std::int64_t phase = 123'456;
+
+    const std::int64_t before = serverTime();
+    const rt::RedisReplyPtr r = rt::command(
+        c.get(), views(evalArgs(scriptOf<TestType>(), key, "", 2, true, phase, q, lim)));
+    const std::int64_t after = serverTime();
+    std::string error;
+    const std::optional<LuaDecision> l = parseDecision(r.get(), error);
+    INFO(error);
+    REQUIRE(l);
+    CHECK(l->allowed);
+    CHECK(l->remaining == lim - 2);
+    CHECK(l->retry == 0);
+
+    const rt::RedisReplyPtr ttl = rt::command(c.get(), {"PTTL", key});
+    REQUIRE(ttl != nullptr);
+    CHECK(ttl->integer > 0);
+    CHECK(ttl->integer <= ceilMs(l->reset) + 1);
+    // The stored time is the server's, minus the phase.
+    const std::string field = TestType::kName == std::string_view("sliding_log") ? "runs" : "last";
+    const rt::RedisReplyPtr stored = rt::command(c.get(), {"HGET", key, field});
+    REQUIRE(stored != nullptr);
+    REQUIRE(stored->type == REDIS_REPLY_STRING);
+    const std::int64_t storedTime = std::stoll(std::string(stored->str, stored->len));
+    CHECK(storedTime >= before - phase);
+    CHECK(storedTime <= after - phase);
+    // That is the time the step ran at: the C++ step there gives the same decision.
+    typename TestType::State fresh{};
+    CHECK(compare(TestType::step(fresh, q, storedTime, 2), *l).empty());
+}
+
+TEMPLATE_TEST_CASE("Redis Lua: any byte string is a key", "[redis][lua]", TokenBucketModel,
+                   LeakyBucketModel, FixedWindowModel, SlidingCounterModel, SlidingLogModel) {
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    const rt::RedisContextPtr c = connectTo(*server);
+    const Quota q = Quota::make(Limit::perMinute(3), 1000, 64);
+    const std::int64_t lim = limitOf(TestType::kBucket, q);
+
+    std::string key("{rl-test-lua}:\0 \r\n{x}} %d %s \x01\xff", 30);
+    while (key.size() < 64 * 1024) {
+        key += static_cast<char>(key.size() % 256);
+    }
+    std::string twin = key;
+    twin.back() = static_cast<char>(twin.back() ^ 1);  // differs only after NULs and CR/LF
+
+    const auto call = [&](const std::string& k, std::int64_t cost) {
+        const rt::RedisReplyPtr r = rt::command(
+            c.get(), views(evalArgs(scriptOf<TestType>(), k, "5000000", cost, true, 0, q, lim)));
+        std::string error;
+        auto d = parseDecision(r.get(), error);
+        INFO(error);
+        REQUIRE(d);
+        return *d;
+    };
+    CHECK(call(key, 2).remaining == 1);
+    CHECK(call(key, 1).remaining == 0);
+    CHECK_FALSE(call(key, 1).allowed);
+    CHECK(call(twin, 1).remaining == 2);  // a separate key
+
+    const rt::RedisReplyPtr exists = rt::command(c.get(), {"EXISTS", key, twin});
+    REQUIRE(exists != nullptr);
+    CHECK(exists->integer == 2);
+    const rt::RedisReplyPtr ttl = rt::command(c.get(), {"PTTL", key});
+    REQUIRE(ttl != nullptr);
+    CHECK(ttl->integer > 0);
+    const rt::RedisReplyPtr scan = rt::command(c.get(), {"KEYS", "*"});
+    REQUIRE(scan != nullptr);
+    REQUIRE(scan->type == REDIS_REPLY_ARRAY);
+    REQUIRE(scan->elements == 2);
+    for (std::size_t i = 0; i < scan->elements; ++i) {
+        const std::string k(scan->element[i]->str, scan->element[i]->len);
+        CHECK((k == key || k == twin));
+    }
+}
+
+TEMPLATE_TEST_CASE("Redis Lua: the script follows the Lua rules", "[redis][lua]", TokenBucketModel,
+                   LeakyBucketModel, FixedWindowModel, SlidingCounterModel, SlidingLogModel) {
+    const std::string& script = scriptOf<TestType>();
+    // No shebang: a shebang script with writes is refused outright at maxmemory.
+    CHECK(script.find("#!") == std::string::npos);
+    // Numbers become strings only through string.format('%d', …).
+    CHECK(script.find("tostring") == std::string::npos);
+    CHECK(script.find("PEXPIREAT") == std::string::npos);
+    CHECK(script.find("math.floor(a / b)") == std::string::npos);
+    CHECK_THROWS_AS(ratelimit::detail::composeScript(TestType::kLua, "no such"),
+                    std::invalid_argument);
+}
+
+TEMPLATE_TEST_CASE("Redis Lua: refusals still answer at maxmemory", "[redis][lua]",
+                   TokenBucketModel, LeakyBucketModel, FixedWindowModel, SlidingCounterModel,
+                   SlidingLogModel) {
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    const rt::RedisContextPtr c = connectTo(*server);
+    const Quota q = Quota::make(Limit::perSecond(2), 1000, 64);
+    const std::int64_t lim = limitOf(TestType::kBucket, q);
+    const std::string key = "{rl-test-lua}:oom:" + std::string(TestType::kName);
+    const auto call = [&](std::int64_t now, std::int64_t cost) {
+        return rt::command(
+            c.get(), views(evalArgs(scriptOf<TestType>(), key, str(now), cost, true, 0, q, lim)));
+    };
+    std::string error;
+    REQUIRE(parseDecision(call(10'000'000, 2).get(), error));  // empties the key
+
+    REQUIRE(rt::command(c.get(), {"CONFIG", "SET", "maxmemory", "1"}) != nullptr);
+    // A plain refusal and a refusal that would rebase (the clock stepped back) both answer.
+    const auto refusal = parseDecision(call(10'000'001, 1).get(), error);
+    INFO(error);
+    REQUIRE(refusal);
+    CHECK_FALSE(refusal->allowed);
+    const auto rebase = parseDecision(call(9'999'000, 1).get(), error);
+    REQUIRE(rebase);
+    CHECK_FALSE(rebase->allowed);
+    const auto never = parseDecision(call(10'000'001, lim + 1).get(), error);
+    REQUIRE(never);
+    CHECK(never->retry == -1);
+    // An admission that cannot be stored fails instead of admitting for free.
+    const rt::RedisReplyPtr admission = call(20'000'000, 1);
+    REQUIRE(admission != nullptr);
+    CHECK(admission->type == REDIS_REPLY_ERROR);
+
+    REQUIRE(rt::command(c.get(), {"CONFIG", "SET", "maxmemory", "0"}) != nullptr);
+    const auto later = parseDecision(call(20'000'000, 1).get(), error);
+    REQUIRE(later);
+    CHECK(later->allowed);
+}
+
+TEST_CASE("Redis Lua: malformed arguments are script errors, not decisions", "[redis][lua]") {
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    const rt::RedisContextPtr c = connectTo(*server);
+    const Quota q = Quota::make(Limit::perSecond(2), 1000, 64);
+    std::vector<std::string> args =
+        evalArgs(scriptOf<TokenBucketModel>(), "{rl-test-lua}:bad", "1000", -1, true, 0, q, 2);
+    rt::RedisReplyPtr r = rt::command(c.get(), views(args));
+    REQUIRE(r != nullptr);
+    CHECK(r->type == REDIS_REPLY_ERROR);
+    args[4] = "1.5";
+    args[5] = "1";
+    r = rt::command(c.get(), views(args));
+    REQUIRE(r != nullptr);
+    CHECK(r->type == REDIS_REPLY_ERROR);
+    // A cost beyond 2^53 is no error: like any cost above the limit, it never passes.
+    args[4] = "1000";
+    args[5] = str(std::numeric_limits<std::int64_t>::max());
+    r = rt::command(c.get(), views(args));
+    std::string error;
+    const auto never = parseDecision(r.get(), error);
+    INFO(error);
+    REQUIRE(never);
+    CHECK_FALSE(never->allowed);
+    CHECK(never->retry == -1);
+    CHECK(never->remaining == 2);
+}
+
+TEST_CASE("RedisServer: restart, pause and TCP mode", "[redis][support]") {
+    const auto server = startServer({.tcp = true, .extraArgs = {"--requirepass", "pw"}});
+    if (!server) {
+        return;
+    }
+    CHECK(server->port() > 0);
+    CHECK(server->unixSocket().empty());
+    {
+        const rt::RedisContextPtr c = connectTo(*server);
+        const rt::RedisReplyPtr noauth = rt::command(c.get(), {"SET", "k", "v"});
+        REQUIRE(noauth != nullptr);
+        CHECK(noauth->type == REDIS_REPLY_ERROR);
+        REQUIRE(rt::command(c.get(), {"AUTH", "pw"}) != nullptr);
+        const rt::RedisReplyPtr set = rt::command(c.get(), {"SET", "k", "v"});
+        REQUIRE(set != nullptr);
+        CHECK(set->type == REDIS_REPLY_STATUS);
+    }
+    server->pause();
+    {
+        const rt::RedisContextPtr c{server->connect(std::chrono::milliseconds(100))};
+        REQUIRE(c != nullptr);
+        // The kernel accepts the connection; the paused server never answers.
+        if (c->err == 0) {
+            CHECK(rt::command(c.get(), {"PING"}) == nullptr);
+        }
+    }
+    server->resume();
+    const int port = server->port();
+    server->restart();
+    CHECK(server->port() == port);
+    {
+        const rt::RedisContextPtr c = connectTo(*server);
+        REQUIRE(rt::command(c.get(), {"AUTH", "pw"}) != nullptr);
+        const rt::RedisReplyPtr get = rt::command(c.get(), {"EXISTS", "k"});
+        REQUIRE(get != nullptr);
+        CHECK(get->integer == 0);  // persistence is off
+    }
+    server->kill();
+    CHECK_FALSE(server->running());
+    server->restart();
+    CHECK(server->running());
+}
