@@ -28,10 +28,14 @@ concept ClockPolicy = std::copy_constructible<C> && requires(const C& clock) {
 namespace detail {
 
 template <class C>
-inline constexpr bool kStoreSideClock = requires { requires C::kStoreSide; };
+inline constexpr bool kStoreSideClock = requires {
+    requires C::kStoreSide;
+};
 
 template <class C>
-inline constexpr bool kHostLocalClock = requires { requires C::kHostLocalEpoch; };
+inline constexpr bool kHostLocalClock = requires {
+    requires C::kHostLocalEpoch;
+};
 
 /// Nanoseconds per tick of a clock, or 0 when its tick is not a whole number of nanoseconds.
 template <class C>
@@ -110,7 +114,9 @@ public:
     void advance(duration d) noexcept { ticks_->fetch_add(d.count(), std::memory_order_acq_rel); }
 
     /// Sets the time to `t`.
-    void set(time_point t) noexcept { ticks_->store(t.time_since_epoch().count(), std::memory_order_release); }
+    void set(time_point t) noexcept {
+        ticks_->store(t.time_since_epoch().count(), std::memory_order_release);
+    }
 
     /// Sets the time to `sinceZero` after the clock's zero.
     void set(duration sinceZero) noexcept { set(time_point{sinceZero}); }

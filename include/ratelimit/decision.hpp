@@ -43,7 +43,8 @@ struct Decision {
                           std::ratio_greater_equal_v<typename Duration::period, std::nano>,
                       "retryAt needs a time point no finer than nanoseconds");
         const Duration wait = std::chrono::ceil<Duration>(retryAfter);
-        if (never() || wait >= TimePoint::max() - t) {
+        // `max() - wait` cannot overflow (wait >= 0); `max() - t` would for t < 0.
+        if (never() || t > TimePoint::max() - wait) {
             return TimePoint::max();
         }
         return t + wait;

@@ -2,9 +2,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <ratio>
 #include <string>
 #include <string_view>
-#include <ratio>
 #include <type_traits>
 
 #include <ratelimit/detail/checked_math.hpp>
@@ -41,8 +41,12 @@ struct Limit {
                       "so the rate stays an exact rational");
         return Limit{count, toNanoseconds(period), count, Checked{}};
     }
-    static constexpr Limit perSecond(std::int64_t count) { return per(count, std::chrono::seconds{1}); }
-    static constexpr Limit perMinute(std::int64_t count) { return per(count, std::chrono::minutes{1}); }
+    static constexpr Limit perSecond(std::int64_t count) {
+        return per(count, std::chrono::seconds{1});
+    }
+    static constexpr Limit perMinute(std::int64_t count) {
+        return per(count, std::chrono::minutes{1});
+    }
     static constexpr Limit perHour(std::int64_t count) { return per(count, std::chrono::hours{1}); }
     static constexpr Limit perDay(std::int64_t count) { return per(count, std::chrono::hours{24}); }
 
@@ -60,14 +64,8 @@ struct Limit {
 
     friend constexpr bool operator==(const Limit&, const Limit&) = default;
 
-private:
-    struct Checked {};
-    constexpr Limit(std::int64_t countIn, std::chrono::nanoseconds periodIn, std::int64_t burstIn,
-                    Checked /*validated*/)
-        : count(countIn), period(periodIn), burst(burstIn) {
-        validate();
-    }
-
+    /// Checks the fields again (they are public, so a `Limit` may have been changed after it
+    /// was made). Throws: `std::invalid_argument` naming the field and the value.
     constexpr void validate() const {
         if (count < 1 || count > kMaxCount) {
             detail::throwInvalidArgument("Limit.count must be in 1..2^48 (got " +
@@ -81,6 +79,14 @@ private:
             detail::throwInvalidArgument("Limit.period must be at least 1ns (got " +
                                          std::to_string(period.count()) + "ns)");
         }
+    }
+
+private:
+    struct Checked {};
+    constexpr Limit(std::int64_t countIn, std::chrono::nanoseconds periodIn, std::int64_t burstIn,
+                    Checked /*validated*/)
+        : count(countIn), period(periodIn), burst(burstIn) {
+        validate();
     }
 
     template <class Rep, class Period>
@@ -133,14 +139,20 @@ public:
 
 private:
     [[noreturn]] void fail(std::string_view what) const {
-        throwInvalidArgument(std::string("Limit::parse(\"").append(text_).append("\"): ").append(what)
-                                 .append(" at offset ").append(std::to_string(pos_)));
+        throwInvalidArgument(std::string("Limit::parse(\"")
+                                 .append(text_)
+                                 .append("\"): ")
+                                 .append(what)
+                                 .append(" at offset ")
+                                 .append(std::to_string(pos_)));
     }
 
     static bool isSpace(char c) { return c == ' ' || c == '\t'; }
     static bool isDigit(char c) { return c >= '0' && c <= '9'; }
     static bool isAlpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-    static char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+    static char lower(char c) {
+        return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+    }
 
     bool atDigit() const { return pos_ < text_.size() && isDigit(text_[pos_]); }
 

@@ -46,9 +46,9 @@ class Limiter {
 
     /// The tick of the arithmetic: the clock's in memory, or the storage's own (Redis counts
     /// whole microseconds) when it has one.
-    static constexpr std::int64_t kNanosPerTick =
-        detail::kStorageNanosPerTick<Storage> > 0 ? detail::kStorageNanosPerTick<Storage>
-                                                   : detail::kNanosPerTick<Clock>;
+    static constexpr std::int64_t kNanosPerTick = detail::kStorageNanosPerTick<Storage> > 0
+                                                      ? detail::kStorageNanosPerTick<Storage>
+                                                      : detail::kNanosPerTick<Clock>;
 
 public:
     using Options = LimiterOptions;
@@ -74,13 +74,14 @@ public:
     /// `retryAfter == Decision::kNever`.
     /// Throws: `std::invalid_argument` for a negative cost; `std::bad_alloc`.
     /// Complexity: O(1) (sliding log: O(maxRunsPerKey)).
-    Decision tryAcquire(std::string_view key, std::int64_t cost = 1) { return stepNow(key, cost, true); }
+    Decision tryAcquire(std::string_view key, std::int64_t cost = 1) {
+        return stepNow(key, cost, true);
+    }
 
     /// `tryAcquire` at a time the caller already read from this limiter's clock (not offered
     /// for a store-side clock, whose time only the store reads).
-    Decision tryAcquire(std::string_view key, std::int64_t cost, time_point now)
-        requires(!detail::kStoreSideClock<Clock>)
-    {
+    Decision tryAcquire(std::string_view key, std::int64_t cost,
+                        time_point now) requires(!detail::kStoreSideClock<Clock>) {
         return step(key, cost, now, true);
     }
 
@@ -89,9 +90,8 @@ public:
     Decision peek(std::string_view key, std::int64_t cost = 1) { return stepNow(key, cost, false); }
 
     /// `peek` at a given time of this limiter's clock.
-    Decision peek(std::string_view key, std::int64_t cost, time_point now)
-        requires(!detail::kStoreSideClock<Clock>)
-    {
+    Decision peek(std::string_view key, std::int64_t cost,
+                  time_point now) requires(!detail::kStoreSideClock<Clock>) {
         return step(key, cost, now, false);
     }
 
@@ -109,7 +109,13 @@ private:
             detail::throwInvalidArgument("LimiterOptions.maxRunsPerKey must be in 1..2^20 (got " +
                                          std::to_string(options.maxRunsPerKey) + ")");
         }
-        return Quota::make(limit, kNanosPerTick, options.maxRunsPerKey);
+        if (options.lateCallTolerance < std::chrono::nanoseconds{0} ||
+            options.lateCallTolerance > std::chrono::hours{1}) {
+            detail::throwInvalidArgument("LimiterOptions.lateCallTolerance must be in 0..1h (got " +
+                                         std::to_string(options.lateCallTolerance.count()) + "ns)");
+        }
+        return Quota::make(limit, kNanosPerTick, options.maxRunsPerKey,
+                           options.lateCallTolerance.count() / kNanosPerTick);
     }
 
     static void checkCost(std::int64_t cost) {
@@ -118,31 +124,43 @@ private:
         }
     }
 
+    /// Reads the clock where the storage says: inside the key's critical section in memory,
+    /// so calls on one key take effect in the order of their times.
     Decision stepNow(std::string_view key, std::int64_t cost, bool consume) {
+        checkCost(cost);
+        const Tick phase = phaseOf(key);
         if constexpr (detail::kStoreSideClock<Clock>) {
-            checkCost(cost);
-            return table_.stepAtStoreTime(key, phaseOf(key), cost, consume);
+            return table_.stepAtStoreTime(key, phase, cost, consume);
         } else {
-            return step(key, cost, clock_.now(), consume);
+            const auto read = [this, phase] { return detail::satSub(ticks(clock_.now()), phase); };
+            return table_.step(key, detail::TickSource(read), cost, consume);
         }
     }
 
     Decision step(std::string_view key, std::int64_t cost, time_point now, bool consume) {
         checkCost(cost);
+        const auto fixed = [tick = detail::satSub(ticks(now), phaseOf(key))] { return tick; };
+        return table_.step(key, detail::TickSource(fixed), cost, consume);
+    }
+
+    static Tick ticks(time_point t) noexcept {
         const auto sinceEpoch =
-            std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
-        const Tick tick = detail::floorDiv(sinceEpoch, kNanosPerTick);
-        return table_.step(key, detail::satSub(tick, phaseOf(key)), cost, consume);
+            std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+        return detail::floorDiv(sinceEpoch, kNanosPerTick);
     }
 
     /// The key's window phase in ticks: a fixed (unseeded) hash, so every host and every
-    /// restart agrees on it.
+    /// restart agrees on it. A whole number of microseconds whatever the tick, so memory and
+    /// Redis (whole microseconds) shift a key's windows by exactly the same time.
     Tick phaseOf(std::string_view key) const noexcept {
         if (Model::kBucket || !options_.spreadWindowResets) {
             return 0;
         }
-        const detail::Digest128 d = detail::SipHash128(0x7261746531696d69ULL, 0x7068617365000000ULL)(key);
-        return static_cast<Tick>(d.low % static_cast<std::uint64_t>(quota_.period));
+        const detail::Digest128 d =
+            detail::SipHash128(0x7261746531696d69ULL, 0x7068617365000000ULL)(key);
+        const auto periodNs = static_cast<std::uint64_t>(limit_.period.count());
+        const Tick phaseUs = detail::ceilDiv(static_cast<Tick>(d.low % periodNs), 1000);
+        return detail::ceilDiv(phaseUs * 1000, kNanosPerTick);
     }
 
     Limit limit_;
@@ -150,8 +168,8 @@ private:
     Storage storage_;
     Clock clock_;
     Options options_;
-    decltype(std::declval<const Storage&>().template table<Model>(std::declval<const Options&>(),
-                                                                  std::declval<const Quota&>())) table_;
+    decltype(std::declval<const Storage&>().template table<Model>(
+        std::declval<const Options&>(), std::declval<const Quota&>())) table_;
 };
 
 /// Fixed window: `count` per calendar-aligned window. See `FixedWindowModel`.

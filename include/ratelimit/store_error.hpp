@@ -28,19 +28,32 @@ enum class StoreError {
 /// A stable lowercase name for `e`, for logs.
 constexpr std::string_view toString(StoreError e) noexcept {
     switch (e) {
-        case StoreError::kNone: return "none";
-        case StoreError::kTimeout: return "timeout";
-        case StoreError::kOutcomeUnknown: return "outcome_unknown";
-        case StoreError::kUnreachable: return "unreachable";
-        case StoreError::kClosed: return "closed";
-        case StoreError::kProtocol: return "protocol";
-        case StoreError::kAuth: return "auth";
-        case StoreError::kOutOfMemory: return "out_of_memory";
-        case StoreError::kRedirected: return "redirected";
-        case StoreError::kReadOnly: return "read_only";
-        case StoreError::kBusy: return "busy";
-        case StoreError::kScript: return "script";
-        case StoreError::kCircuitOpen: return "circuit_open";
+        case StoreError::kNone:
+            return "none";
+        case StoreError::kTimeout:
+            return "timeout";
+        case StoreError::kOutcomeUnknown:
+            return "outcome_unknown";
+        case StoreError::kUnreachable:
+            return "unreachable";
+        case StoreError::kClosed:
+            return "closed";
+        case StoreError::kProtocol:
+            return "protocol";
+        case StoreError::kAuth:
+            return "auth";
+        case StoreError::kOutOfMemory:
+            return "out_of_memory";
+        case StoreError::kRedirected:
+            return "redirected";
+        case StoreError::kReadOnly:
+            return "read_only";
+        case StoreError::kBusy:
+            return "busy";
+        case StoreError::kScript:
+            return "script";
+        case StoreError::kCircuitOpen:
+            return "circuit_open";
     }
     return "unknown";
 }
@@ -49,7 +62,8 @@ constexpr std::string_view toString(StoreError e) noexcept {
 class StoreException : public std::runtime_error {
 public:
     StoreException(StoreError code, const std::string& message)
-        : std::runtime_error("ratelimit: store error (" + std::string(toString(code)) + "): " + message),
+        : std::runtime_error("ratelimit: store error (" + std::string(toString(code)) +
+                             "): " + message),
           code_(code) {}
 
     [[nodiscard]] StoreError code() const noexcept { return code_; }

@@ -33,7 +33,8 @@ struct FixedWindowModel {
         const Tick left = q.period - detail::satSub(now, view.start);
         const Tick reset = view.used > 0 ? left : 0;
         if (cost > q.count) {
-            return detail::decision(q, false, q.count, q.count - view.used, detail::kNeverTicks, reset);
+            return detail::decision(q, false, q.count, q.count - view.used, detail::kNeverTicks,
+                                    reset);
         }
         if (view.used + cost <= q.count) {
             if (cost > 0) {
@@ -80,6 +81,10 @@ function fixed_window.rebaseAndRoll(s, now, p)
   end
   return steppedBack
 end
+function fixed_window.lastWrite(s)
+  if s.used > 0 then return s.last end
+  return nil
+end
 function fixed_window.step(s, now, cost, p)
   local steppedBack = fixed_window.rebaseAndRoll(s, now, p)
   local left = p.period - (now - s.start)
@@ -109,7 +114,12 @@ end
 )lua";
 
     static bool isFresh(const State& state, const Quota& q, Tick now) noexcept {
-        return state.used == 0 || (now >= state.last && detail::satSub(now, state.start) >= q.period);
+        return state.used == 0 ||
+               (now >= state.last && detail::satSub(now, state.start) >= q.period);
+    }
+
+    static Tick lastWrite(const State& state) noexcept {
+        return state.used > 0 ? state.last : detail::kInt64Min;
     }
 
     static ModelRange range(const Quota& q) noexcept { return {q.period, q.count}; }

@@ -26,21 +26,24 @@ using Tick = std::int64_t;
 struct Quota {
     std::int64_t count = 1;
     std::int64_t burst = 1;
-    Tick period = 1;                    ///< ticks
-    std::int64_t nanosPerTick = 1;      ///< to report durations in nanoseconds
-    std::int64_t unitsPerToken = 1;     ///< period / g
-    std::int64_t unitsPerTick = 1;      ///< count / g
-    std::int64_t capacityUnits = 1;     ///< burst * unitsPerToken (< 2^62 once accepted)
-    std::int64_t maxRunsPerKey = 64;    ///< sliding log only
+    Tick period = 1;                  ///< ticks
+    std::int64_t nanosPerTick = 1;    ///< to report durations in nanoseconds
+    std::int64_t unitsPerToken = 1;   ///< period / g
+    std::int64_t unitsPerTick = 1;    ///< count / g
+    std::int64_t capacityUnits = 1;   ///< burst * unitsPerToken (< 2^62 once accepted)
+    std::int64_t maxRunsPerKey = 64;  ///< sliding log only
+    Tick lateTolerance = 0;           ///< ticks; see `LimiterOptions::lateCallTolerance`
 
     /// Compiles `limit` for a clock whose tick is `nanosPerTick` nanoseconds.
     /// Throws: `std::invalid_argument` when the period is not a whole number of ticks.
-    static Quota make(const Limit& limit, std::int64_t nanosPerTick, std::int64_t maxRunsPerKey) {
+    static Quota make(const Limit& limit, std::int64_t nanosPerTick, std::int64_t maxRunsPerKey,
+                      Tick lateToleranceTicks = 0) {
+        limit.validate();
         if (limit.period.count() % nanosPerTick != 0) {
-            detail::throwInvalidArgument(
-                "Limit.period (" + std::to_string(limit.period.count()) +
-                "ns) is not a whole number of ticks (" + std::to_string(nanosPerTick) +
-                "ns: the clock's, or whole microseconds with Redis)");
+            detail::throwInvalidArgument("Limit.period (" + std::to_string(limit.period.count()) +
+                                         "ns) is not a whole number of ticks (" +
+                                         std::to_string(nanosPerTick) +
+                                         "ns: the clock's, or whole microseconds with Redis)");
         }
         if (maxRunsPerKey < 1) {
             detail::throwInvalidArgument("maxRunsPerKey must be at least 1 (got " +
@@ -56,6 +59,7 @@ struct Quota {
         q.unitsPerTick = q.count / g;
         q.capacityUnits = detail::clampToInt64(detail::Int128{q.burst} * q.unitsPerToken);
         q.maxRunsPerKey = maxRunsPerKey;
+        q.lateTolerance = lateToleranceTicks < 0 ? 0 : lateToleranceTicks;
         return q;
     }
 };
@@ -74,7 +78,8 @@ struct ModelRange {
 /// when it admits a cost above zero, or to rebase a key whose clock stepped back; a cost above
 /// the limit changes nothing. It never reads a clock, locks or allocates for I/O.
 /// `isFresh(state, quota, now)` says the key is back to its untouched state (its memory may
-/// be reused). `range(quota)` gives the magnitudes the arithmetic meets.
+/// be reused). `lastWrite(state)` is the tick of the key's last write (the minimum tick for a
+/// fresh key). `range(quota)` gives the magnitudes the arithmetic meets.
 template <class M>
 concept AlgorithmModel = std::default_initializable<typename M::State> &&
     std::copyable<typename M::State> &&
@@ -84,6 +89,7 @@ concept AlgorithmModel = std::default_initializable<typename M::State> &&
     { M::kBucket } -> std::convertible_to<bool>;
     { M::step(state, quota, now, cost) } -> std::same_as<Decision>;
     { M::isFresh(constState, quota, now) } -> std::same_as<bool>;
+    { M::lastWrite(constState) } -> std::same_as<Tick>;
     { M::range(quota) } -> std::same_as<ModelRange>;
 };
 
@@ -96,8 +102,8 @@ inline Decision decision(const Quota& q, bool allowed, std::int64_t limit, std::
     d.allowed = allowed;
     d.limit = limit;
     d.remaining = remaining < 0 ? 0 : remaining;
-    d.retryAfter = retryTicks < 0 ? Decision::kNever
-                                  : std::chrono::nanoseconds{retryTicks * q.nanosPerTick};
+    d.retryAfter =
+        retryTicks < 0 ? Decision::kNever : std::chrono::nanoseconds{retryTicks * q.nanosPerTick};
     d.resetAfter = std::chrono::nanoseconds{resetTicks * q.nanosPerTick};
     return d;
 }
@@ -120,7 +126,8 @@ inline BucketOutcome bucketStep(const Quota& q, std::int64_t deficit, std::int64
     const auto reset = [&](std::int64_t d) { return ceilDiv(d, q.unitsPerTick); };
     const auto remaining = [&](std::int64_t d) { return (q.capacityUnits - d) / q.unitsPerToken; };
     if (cost > q.burst) {
-        return {decision(q, false, q.burst, remaining(deficit), kNeverTicks, reset(deficit)), deficit};
+        return {decision(q, false, q.burst, remaining(deficit), kNeverTicks, reset(deficit)),
+                deficit};
     }
     // cost <= burst < 2^49 and capacity < 2^62: no product below overflows.
     const std::int64_t costUnits = cost * q.unitsPerToken;
@@ -152,6 +159,32 @@ local function bucketStep(p, deficit, cost)
   return false, remaining, ceildiv(costUnits - room, p.unitsPerTick), reset, deficit
 end
 )lua";
+
+/// Runs one model step with the late-call rule every storage applies: a call earlier than the
+/// key's last write by at most `lateTolerance` comes from a caller that read the clock just
+/// before another caller wrote (or from a host whose clock is slightly behind), not from a
+/// clock that stepped back. It is answered at the last write — no rebase, so the interval is
+/// never credited twice — and its waits are counted from its own time.
+template <AlgorithmModel M>
+Decision applyStep(typename M::State& state, const Quota& q, Tick now, std::int64_t cost) {
+    const Tick last = M::lastWrite(state);
+    Tick late = 0;
+    if (now < last && satSub(last, now) <= q.lateTolerance) {
+        late = last - now;
+        now = last;
+    }
+    Decision d = M::step(state, q, now, cost);
+    if (late > 0) {
+        const std::chrono::nanoseconds shift{late * q.nanosPerTick};
+        if (!d.never() && d.retryAfter.count() > 0) {
+            d.retryAfter += shift;
+        }
+        if (d.resetAfter.count() > 0) {
+            d.resetAfter += shift;
+        }
+    }
+    return d;
+}
 
 inline ModelRange bucketRange(const Quota& q) noexcept {
     return {Int128{q.burst} * q.period / q.count + 1, Int128{q.burst} * q.unitsPerToken};

@@ -95,6 +95,10 @@ function sliding_counter.rebaseAndRoll(s, now, p)
   end
   return steppedBack
 end
+function sliding_counter.lastWrite(s)
+  if s.prev > 0 or s.curr > 0 then return s.last end
+  return nil
+end
 function sliding_counter.step(s, now, cost, p)
   local steppedBack = sliding_counter.rebaseAndRoll(s, now, p)
   local w = p.period
@@ -147,6 +151,10 @@ end
         return now >= state.last && detail::satSub(now, state.start) >= span;
     }
 
+    static Tick lastWrite(const State& state) noexcept {
+        return (state.previous > 0 || state.current > 0) ? state.last : detail::kInt64Min;
+    }
+
     static ModelRange range(const Quota& q) noexcept {
         return {detail::Int128{q.period} * 2, q.count};
     }
@@ -157,11 +165,13 @@ private:
         const Tick w = q.period;
         if (s.current + cost <= q.count) {
             // Within this window, once the previous window's weight has decayed enough.
-            const Int128 excess = Int128{s.previous} * (w - e) - Int128{q.count - s.current - cost} * w;
+            const Int128 excess =
+                Int128{s.previous} * (w - e) - Int128{q.count - s.current - cost} * w;
             return detail::clampToInt64(detail::ceilDiv(excess, Int128{s.previous}));
         }
         // In the next window, where the current count becomes the decaying previous one.
-        const Int128 into = detail::ceilDiv(Int128{w} * (s.current + cost - q.count), Int128{s.current});
+        const Int128 into =
+            detail::ceilDiv(Int128{w} * (s.current + cost - q.count), Int128{s.current});
         return (w - e) + detail::clampToInt64(into);
     }
 

@@ -37,8 +37,8 @@ struct SlidingLogModel {
     static Decision step(State& state, const Quota& q, Tick now, std::int64_t cost) {
         auto& runs = state.runs;
         // After a step back the log shifts so its newest entry sits at `now`.
-        const Tick shift = (!runs.empty() && now < runs.back().time)
-                               ? detail::satSub(runs.back().time, now) : 0;
+        const Tick shift =
+            (!runs.empty() && now < runs.back().time) ? detail::satSub(runs.back().time, now) : 0;
         const auto expired = [&](const Run& r) {
             return detail::satSub(now, detail::satSub(r.time, shift)) >= q.period;
         };
@@ -50,9 +50,10 @@ struct SlidingLogModel {
         for (std::size_t i = first; i < runs.size(); ++i) {
             used += runs[i].count;
         }
-        const Tick reset = first < runs.size()
-                               ? q.period - detail::satSub(now, detail::satSub(runs.back().time, shift))
-                               : 0;
+        const Tick reset =
+            first < runs.size()
+                ? q.period - detail::satSub(now, detail::satSub(runs.back().time, shift))
+                : 0;
         if (cost > q.count) {
             return detail::decision(q, false, q.count, q.count - used, detail::kNeverTicks, reset);
         }
@@ -114,6 +115,11 @@ function sliding_log.append(s, now, cost, maxRuns)
     table.remove(runs, 1)
   end
 end
+function sliding_log.lastWrite(s)
+  local n = #s.runs
+  if n == 0 then return nil end
+  return s.runs[n][1]
+end
 function sliding_log.step(s, now, cost, p)
   local runs = s.runs
   local n = #runs
@@ -169,8 +175,12 @@ end
 )lua";
 
     static bool isFresh(const State& state, const Quota& q, Tick now) noexcept {
-        return state.runs.empty() ||
-               (now >= state.runs.back().time && detail::satSub(now, state.runs.back().time) >= q.period);
+        return state.runs.empty() || (now >= state.runs.back().time &&
+                                      detail::satSub(now, state.runs.back().time) >= q.period);
+    }
+
+    static Tick lastWrite(const State& state) noexcept {
+        return state.runs.empty() ? detail::kInt64Min : state.runs.back().time;
     }
 
     static ModelRange range(const Quota& q) noexcept { return {q.period, q.count}; }

@@ -61,6 +61,10 @@ function token_bucket.deficitAt(s, now, p)
   end
   return s.deficit - elapsed * p.unitsPerTick
 end
+function token_bucket.lastWrite(s)
+  if s.deficit > 0 then return s.last end
+  return nil
+end
 function token_bucket.step(s, now, cost, p)
   local steppedBack = s.deficit > 0 and now < s.last
   local allowed, remaining, retry, reset, after =
@@ -85,6 +89,10 @@ end
 
     static bool isFresh(const State& state, const Quota& q, Tick now) noexcept {
         return deficitAt(state, q, now) == 0;
+    }
+
+    static Tick lastWrite(const State& state) noexcept {
+        return state.deficit > 0 ? state.last : detail::kInt64Min;
     }
 
     static ModelRange range(const Quota& q) noexcept { return detail::bucketRange(q); }

@@ -25,9 +25,7 @@ constexpr std::int64_t ceilDiv(std::int64_t n, std::int64_t d) noexcept {
     return n / d + (n % d != 0 ? 1 : 0);
 }
 
-constexpr Int128 ceilDiv(Int128 n, Int128 d) noexcept {
-    return n / d + (n % d != 0 ? 1 : 0);
-}
+constexpr Int128 ceilDiv(Int128 n, Int128 d) noexcept { return n / d + (n % d != 0 ? 1 : 0); }
 
 /// a - b, saturated: clock values set by hand may sit anywhere in the int64 range.
 constexpr std::int64_t satSub(std::int64_t a, std::int64_t b) noexcept {

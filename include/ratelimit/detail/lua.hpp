@@ -66,7 +66,8 @@ end
 ///
 /// KEYS[1] state key; ARGV[1] now in µs, or '' to read `TIME`; ARGV[2] cost; ARGV[3] consume
 /// 1/0; ARGV[4] phase µs (subtracted from now); ARGV[5..11] count, burst, period,
-/// unitsPerToken, unitsPerTick, capacity, maxRuns; ARGV[12] limit. Returns {allowed 1/0,
+/// unitsPerToken, unitsPerTick, capacity, maxRuns; ARGV[12] limit; ARGV[13] late-call
+/// tolerance µs. Returns {allowed 1/0,
 /// limit, remaining, retry µs (-1 = never), reset µs}.
 inline constexpr std::string_view kLuaMain = R"lua(
 local function argument(i, name)
@@ -100,7 +101,16 @@ local p = {
   maxRuns = argument(11, 'maxRuns'),
 }
 local limit = argument(12, 'limit')
+local tolerance = argument(13, 'lateTolerance')
 local s = model.load(KEYS[1])
+-- The late-call rule (detail::applyStep): a call at most `tolerance` before the last write is
+-- answered at the last write, without a rebase, and its waits count from its own time.
+local late = 0
+local last = model.lastWrite(s)
+if last ~= nil and now < last and last - now <= tolerance then
+  late = last - now
+  now = last
+end
 local allowed, remaining, retry, reset, write = model.step(s, now, cost, p)
 if remaining < 0 then remaining = 0 end
 if consume and cost > 0 and write then
@@ -109,6 +119,10 @@ if consume and cost > 0 and write then
   else
     pcall(model.store, KEYS[1], s, reset)
   end
+end
+if late > 0 then
+  if retry > 0 then retry = retry + late end
+  if reset > 0 then reset = reset + late end
 end
 return {allowed and 1 or 0, limit, remaining, retry, reset}
 )lua";

@@ -127,6 +127,13 @@ public:
 
     [[nodiscard]] pid_t owner() const noexcept { return pid_; }
 
+    /// An idle connection is never readable: if it is, the server closed it (a restart) or
+    /// sent something unasked, and it must not carry a request.
+    [[nodiscard]] bool stale() const noexcept {
+        pollfd p{fd_, POLLIN, 0};
+        return ::poll(&p, 1, 0) != 0;
+    }
+
 private:
     RedisConnection() = default;
 
@@ -166,7 +173,8 @@ private:
     bool send(std::string_view request, Deadline deadline, IoStatus& status) {
         std::size_t sent = 0;
         while (sent < request.size()) {
-            const ssize_t n = ::send(fd_, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+            const ssize_t n =
+                ::send(fd_, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
             if (n > 0) {
                 sent += static_cast<std::size_t>(n);
                 continue;
@@ -175,7 +183,8 @@ private:
                 continue;
             }
             // Once any byte left, the server may run the command.
-            const StoreError unsent = sent == 0 ? StoreError::kTimeout : StoreError::kOutcomeUnknown;
+            const StoreError unsent =
+                sent == 0 ? StoreError::kTimeout : StoreError::kOutcomeUnknown;
             if (n < 0 && (wouldBlock(errno))) {
                 if (!waitFor(POLLOUT, deadline)) {
                     status = {unsent, "send timed out"};
@@ -217,7 +226,8 @@ private:
                 continue;
             }
             status = {StoreError::kOutcomeUnknown,
-                      n == 0 ? std::string("connection closed by the server") : "recv: " + errorText(errno)};
+                      n == 0 ? std::string("connection closed by the server")
+                             : "recv: " + errorText(errno)};
             return nullptr;
         }
     }
@@ -228,7 +238,8 @@ private:
 };
 
 /// Resolves a TCP host and port or a unix socket path, without connecting.
-inline RedisAddress resolveRedisAddress(const std::string& host, int port, const std::string& unixSocket) {
+inline RedisAddress resolveRedisAddress(const std::string& host, int port,
+                                        const std::string& unixSocket) {
     RedisAddress out;
     if (!unixSocket.empty()) {
         sockaddr_un un{};

@@ -41,7 +41,8 @@ public:
         const std::uint64_t length = data.size();
         std::uint64_t last = length << 56;
         for (std::size_t i = whole; i < data.size(); ++i) {
-            last |= static_cast<std::uint64_t>(static_cast<unsigned char>(data[i])) << (8 * (i - whole));
+            last |= static_cast<std::uint64_t>(static_cast<unsigned char>(data[i]))
+                    << (8 * (i - whole));
         }
         compress(last);
         v2 ^= 0xeeULL;

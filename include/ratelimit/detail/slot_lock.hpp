@@ -60,7 +60,9 @@ private:
 /// Holds a `SlotLock` for a scope.
 class RATELIMIT_SCOPED_CAPABILITY SlotGuard {
 public:
-    explicit SlotGuard(SlotLock& lock) noexcept RATELIMIT_ACQUIRE(lock) : lock_(lock) { lock_.lock(); }
+    explicit SlotGuard(SlotLock& lock) noexcept RATELIMIT_ACQUIRE(lock) : lock_(lock) {
+        lock_.lock();
+    }
     ~SlotGuard() RATELIMIT_RELEASE() { lock_.unlock(); }
     SlotGuard(const SlotGuard&) = delete;
     SlotGuard& operator=(const SlotGuard&) = delete;

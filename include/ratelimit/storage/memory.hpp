@@ -161,7 +161,8 @@ void checkMemoryRange(const Quota& q) {
     constexpr Int128 kBound = Int128{1} << 62;
     const ModelRange r = M::range(q);
     const auto fail = [&](const std::string& what, Int128 value, const std::string& largest) {
-        throwInvalidArgument(std::string(M::kName) + " with Limit{count=" + std::to_string(q.count) +
+        throwInvalidArgument(std::string(M::kName) +
+                             " with Limit{count=" + std::to_string(q.count) +
                              ", period=" + std::to_string(q.period * q.nanosPerTick) +
                              "ns, burst=" + std::to_string(q.burst) + "} is not representable in " +
                              "memory: " + what + " = " + std::to_string(clampToInt64(value)) +
@@ -176,8 +177,9 @@ void checkMemoryRange(const Quota& q) {
         fail("its longest span in nanoseconds", r.span * q.nanosPerTick,
              M::kBucket ? std::string("lower burst·period/count below 2^62 ns")
                         : std::string("the largest accepted period is ") +
-                              std::to_string(clampToInt64((kBound - 1) * q.period / r.span *
-                                                          q.nanosPerTick)) + "ns");
+                              std::to_string(
+                                  clampToInt64((kBound - 1) * q.period / r.span * q.nanosPerTick)) +
+                              "ns");
     }
 }
 
@@ -201,12 +203,15 @@ public:
         for (std::size_t i = 0; i < groupCount_; ++i) {
             delete groups_[i].load(std::memory_order_relaxed);
         }
-        shared_->live.fetch_sub(tracked_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+        shared_->live.fetch_sub(tracked_.load(std::memory_order_relaxed),
+                                std::memory_order_relaxed);
     }
     MemoryTable(const MemoryTable&) = delete;
     MemoryTable& operator=(const MemoryTable&) = delete;
 
-    Decision step(std::string_view key, Tick now, std::int64_t cost, bool consume) {
+    /// Reads the time from `now` under the key's lock, so calls on one key see their times in
+    /// the order they take effect.
+    Decision step(std::string_view key, TickSource now, std::int64_t cost, bool consume) {
         const Lookup k = lookupKey(key);
         const Request r{now, cost, consume, false};
         Decision d;
@@ -214,26 +219,24 @@ public:
             return d;
         }
         const std::int64_t capacity = M::kBucket ? quota_.burst : quota_.count;
-        if (!consume || cost == 0 || cost > capacity) {
-            // Nothing would be written: answer from a fresh state without taking an entry.
-            typename M::State fresh{};
-            return M::step(fresh, quota_, now, cost);
-        }
-        return insertAndStep(k, r);
+        const bool writes = consume && cost > 0 && cost <= capacity;
+        return writes ? insertAndStep(k, r) : answerUnplaced(k, r);
     }
 
     void reset(std::string_view key) {
         // A spilled key shares its entry, so resetting it would reset others: it is left alone.
+        const auto never = [] { return Tick{0}; };
         Decision unused;
-        visit(lookupKey(key), Request{0, 0, false, true}, unused);
+        visit(lookupKey(key), Request{TickSource(never), 0, false, true}, unused);
     }
 
     void addStats(MemoryStats& stats) const override {
         stats.trackedKeys += tracked_.load(std::memory_order_relaxed);
-        stats.allocatedBytes += fixedBytes() +
-                                allocatedGroups_.load(std::memory_order_relaxed) * sizeof(Group);
-        stats.byteBound += fixedBytes() + groupCount_ * sizeof(Group) +
-                           (groupCount_ * kGroupSlots + shared_->options.spillEntries) * heapBytes();
+        stats.allocatedBytes +=
+            fixedBytes() + allocatedGroups_.load(std::memory_order_relaxed) * sizeof(Group);
+        stats.byteBound +=
+            fixedBytes() + groupCount_ * sizeof(Group) +
+            (groupCount_ * kGroupSlots + shared_->options.spillEntries) * heapBytes();
         stats.spilledCalls += spilledCalls_.load(std::memory_order_relaxed);
         stats.sweeps += sweeps_.load(std::memory_order_relaxed);
         stats.sweptSlots += sweptSlots_.load(std::memory_order_relaxed);
@@ -292,7 +295,7 @@ private:
 
     /// What to do with a key's slot once it is found and locked.
     struct Request {
-        Tick now;
+        TickSource now;
         std::int64_t cost;
         bool consume;
         bool reset;
@@ -303,11 +306,12 @@ private:
             s.state = typename M::State{};
             return Decision{};
         }
+        const Tick now = r.now();
         if (!r.consume || r.cost == 0) {
             typename M::State copy = s.state;
-            return M::step(copy, quota_, r.now, r.cost);
+            return applyStep<M>(copy, quota_, now, r.cost);
         }
-        return M::step(s.state, quota_, r.now, r.cost);
+        return applyStep<M>(s.state, quota_, now, r.cost);
     }
 
     /// Runs `r` on the key's slot under its lock; false when the key has no slot.
@@ -337,24 +341,80 @@ private:
         return false;
     }
 
-    Decision insertAndStep(const Lookup& k, const Request& r) {
-        // Both candidate groups' insert locks, in index order (no deadlock), so no two threads
-        // can place the same key in different groups.
+    /// A key with no entry whose call writes nothing (a peek, cost 0, a cost above the limit):
+    /// answered as the entry it would get, fresh or its spill entry, without taking one.
+    Decision answerUnplaced(const Lookup& k, const Request& r) {
+        // A time read before the locks only judges freshness, conservatively (a key fresh at an
+        // earlier time stays fresh).
+        const Tick hint = r.now();
+        Decision d;
+        bool found = false;
+        bool room = false;
+        withInsertLocks(k, [&](Group& x, Group& y) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
+            found = visitIn(x, k, r, d) || visitIn(y, k, r, d);
+            room = !found && hasRoom(x, y, hint);
+        });
+        if (found) {
+            return d;
+        }
+        if (room) {
+            typename M::State fresh{};
+            return applyStep<M>(fresh, quota_, r.now(), r.cost);
+        }
+        Slot& s = spill_[k.spill];
+        SlotGuard guard(s.lock);
+        return run(s, r);
+    }
+
+    /// Runs `f(first, second)` holding both candidate groups' insert locks, taken in index
+    /// order (no deadlock), so no two threads can place one key in different groups. (Clang's
+    /// analysis cannot follow the locks into `f`, so its callers' lambdas opt out of it.)
+    template <class F>
+    void withInsertLocks(const Lookup& k, F&& f) {
         const std::uint64_t low = std::min(k.groups[0], k.groups[1]);
         const std::uint64_t high = std::max(k.groups[0], k.groups[1]);
         Group& first = groupAt(low);
         Group& second = groupAt(high);
-        sweep(r.now);
-        Decision d;
-        bool placed = false;
         if (low == high) {
             SlotGuard insert(first.insertLock);
-            placed = place(first, first, k, r, d);
+            f(first, first);
         } else {
             SlotGuard insertFirst(first.insertLock);
             SlotGuard insertSecond(second.insertLock);
-            placed = place(first, second, k, r, d);
+            f(first, second);
         }
+    }
+
+    /// Whether a new key could get an entry of its own in `x` or `y` now.
+    bool hasRoom(Group& x, Group& y, Tick hint) RATELIMIT_REQUIRES(x.insertLock, y.insertLock) {
+        if (emptySlots(x) + emptySlots(y) > 0 &&
+            shared_->live.load(std::memory_order_relaxed) < shared_->options.maxKeys) {
+            return true;
+        }
+        return hasFresh(x, hint) || hasFresh(y, hint);
+    }
+
+    bool hasFresh(Group& g, Tick hint) RATELIMIT_REQUIRES(g.insertLock) {
+        for (std::size_t i = 0; i < kGroupSlots; ++i) {
+            if (g.tags[i].load(std::memory_order_relaxed) == 0) {
+                continue;
+            }
+            SlotGuard guard(g.slots[i].lock);
+            if (M::isFresh(g.slots[i].state, quota_, hint)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    Decision insertAndStep(const Lookup& k, const Request& r) {
+        const Tick hint = r.now();
+        sweep(hint);
+        Decision d;
+        bool placed = false;
+        withInsertLocks(k, [&](Group& x, Group& y) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
+            placed = place(x, y, k, r, hint, d);
+        });
         if (placed) {
             if (spilling_.load(std::memory_order_relaxed) && spilling_.exchange(false)) {
                 notify(MemoryEvent::kSpillEnded);
@@ -376,7 +436,7 @@ private:
     /// Finds or places the key in one of its groups: an existing entry first, then an empty
     /// slot of the emptier group (the "power of two choices"), then a fresh entry; false when
     /// both groups are full of keys in use.
-    bool place(Group& x, Group& y, const Lookup& k, const Request& r, Decision& out)
+    bool place(Group& x, Group& y, const Lookup& k, const Request& r, Tick hint, Decision& out)
         RATELIMIT_REQUIRES(x.insertLock, y.insertLock) {
         if (visitIn(x, k, r, out) || visitIn(y, k, r, out)) {
             return true;
@@ -384,7 +444,7 @@ private:
         const bool xFirst = emptySlots(x) >= emptySlots(y);
         const bool empty = xFirst ? (claimEmpty(x, k, r, out) || claimEmpty(y, k, r, out))
                                   : (claimEmpty(y, k, r, out) || claimEmpty(x, k, r, out));
-        return empty || claimFresh(x, k, r, out) || claimFresh(y, k, r, out);
+        return empty || claimFresh(x, k, r, hint, out) || claimFresh(y, k, r, hint, out);
     }
 
     static std::size_t emptySlots(const Group& g) noexcept {
@@ -419,7 +479,7 @@ private:
     /// Gives the key a slot whose key is fresh again: free space, reused in place. The check
     /// and the hand-over happen under one hold of the slot's lock, so a concurrent step of the
     /// old key cannot slip between them.
-    bool claimFresh(Group& g, const Lookup& k, const Request& r, Decision& out)
+    bool claimFresh(Group& g, const Lookup& k, const Request& r, Tick hint, Decision& out)
         RATELIMIT_REQUIRES(g.insertLock) {
         for (std::size_t i = 0; i < kGroupSlots; ++i) {
             if (g.tags[i].load(std::memory_order_relaxed) == 0) {
@@ -427,7 +487,7 @@ private:
             }
             Slot& s = g.slots[i];
             SlotGuard guard(s.lock);
-            if (M::isFresh(s.state, quota_, r.now)) {
+            if (M::isFresh(s.state, quota_, hint)) {
                 out = assignAndRun(g.tags[i], s, k, r);
                 return true;
             }
@@ -437,16 +497,16 @@ private:
 
     /// Hands slot `s` to the key and runs the request. Callers hold the group's insert lock,
     /// the only place tags change.
-    Decision assignAndRun(std::atomic<std::uint8_t>& tag, Slot& s, const Lookup& k, const Request& r)
-        RATELIMIT_REQUIRES(s.lock) {
+    Decision assignAndRun(std::atomic<std::uint8_t>& tag, Slot& s, const Lookup& k,
+                          const Request& r) RATELIMIT_REQUIRES(s.lock) {
         s.key = k.key;
         s.state = typename M::State{};
         tag.store(k.tag, std::memory_order_release);
         return run(s, r);
     }
 
-    /// Frees up to MemoryStorage::kSweepPerCall slots whose keys are fresh, so `maxKeys` counts only keys in
-    /// use. Never waits for a lock: a busy slot is simply skipped.
+    /// Frees up to MemoryStorage::kSweepPerCall slots whose keys are fresh, so `maxKeys` counts
+    /// only keys in use. Never waits for a lock: a busy slot is simply skipped.
     void sweep(Tick now) {
         sweeps_.fetch_add(1, std::memory_order_relaxed);
         sweptSlots_.fetch_add(MemoryStorage::kSweepPerCall, std::memory_order_relaxed);
@@ -505,7 +565,8 @@ private:
         }
     }
 
-    static_assert(MemoryStorage::kSweepPerCall <= kGroupSlots && kGroupSlots % MemoryStorage::kSweepPerCall == 0,
+    static_assert(MemoryStorage::kSweepPerCall <= kGroupSlots &&
+                      kGroupSlots % MemoryStorage::kSweepPerCall == 0,
                   "a sweep stays within one group");
 
     std::shared_ptr<MemoryShared> shared_;
@@ -532,7 +593,8 @@ public:
     explicit Table(std::shared_ptr<detail::MemoryTable<M>> impl) : impl_(std::move(impl)) {}
 
     /// Applies the model's step to `key` atomically. Throws: `std::bad_alloc` only.
-    Decision step(std::string_view key, Tick now, std::int64_t cost, bool consume) const {
+    Decision step(std::string_view key, detail::TickSource now, std::int64_t cost,
+                  bool consume) const {
         return impl_->step(key, now, cost, consume);
     }
     /// Makes `key` fresh (a spilled key shares its entry and is left alone).
@@ -548,8 +610,9 @@ inline MemoryStorage::MemoryStorage(Options options) {
                                      std::to_string(options.maxKeys) + ")");
     }
     if (options.spillEntries < 1 || options.spillEntries > (std::size_t{1} << 16)) {
-        detail::throwInvalidArgument("MemoryStorage::Options.spillEntries must be in 1..65536 (got " +
-                                     std::to_string(options.spillEntries) + ")");
+        detail::throwInvalidArgument(
+            "MemoryStorage::Options.spillEntries must be in 1..65536 (got " +
+            std::to_string(options.spillEntries) + ")");
     }
     std::uint64_t k0 = options.seed;
     std::uint64_t k1 = options.seed ^ 0x9e3779b97f4a7c15ULL;
@@ -562,7 +625,8 @@ inline MemoryStorage::MemoryStorage(Options options) {
 }
 
 template <AlgorithmModel M>
-MemoryStorage::Table<M> MemoryStorage::table(const LimiterOptions& options, const Quota& quota) const {
+MemoryStorage::Table<M> MemoryStorage::table(const LimiterOptions& options,
+                                             const Quota& quota) const {
     detail::checkMemoryRange<M>(quota);
     const std::string_view name = options.name;
     std::string id = std::string(name).append(1, '\0').append(M::kName);

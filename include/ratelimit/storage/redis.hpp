@@ -119,10 +119,12 @@ public:
 
     struct Admission {
         bool proceed = true;
+        bool probe = false;                ///< this call probes an open breaker
         std::chrono::nanoseconds wait{0};  ///< when refused: time to the next probe
     };
 
-    CircuitBreaker(std::chrono::nanoseconds base, std::chrono::nanoseconds max) : base_(base), max_(max) {}
+    CircuitBreaker(std::chrono::nanoseconds base, std::chrono::nanoseconds max)
+        : base_(base), max_(max) {}
 
     Admission admit(Clock::time_point now) {
         if (!open_.load(std::memory_order_acquire)) {
@@ -134,9 +136,9 @@ public:
         }
         if (!probing_ && now >= nextProbe_) {
             probing_ = true;  // this caller probes; the others keep failing fast
-            return {};
+            return {true, true, {}};
         }
-        return {false, std::max(std::chrono::nanoseconds{1}, nextProbe_ - now)};
+        return {false, false, std::max(std::chrono::nanoseconds{1}, nextProbe_ - now)};
     }
 
     /// The event to report, if the store just became healthy.
@@ -151,11 +153,13 @@ public:
         open_.store(false, std::memory_order_release);
         probing_ = false;
         backoff_ = base_;
-        return StoreEvent{StoreEvent::Health::kHealthy, StoreError::kNone, "the store answers again"};
+        return StoreEvent{StoreEvent::Health::kHealthy, StoreError::kNone,
+                          "the store answers again"};
     }
 
-    /// The event to report, if the store just started failing.
-    std::optional<StoreEvent> failed(const IoStatus& status, Clock::time_point now) {
+    /// The event to report, if the store just started failing. Only the probe's own failure
+    /// lengthens the backoff; calls already in flight when the breaker opened do not.
+    std::optional<StoreEvent> failed(const IoStatus& status, Clock::time_point now, bool wasProbe) {
         const std::lock_guard<std::mutex> lock(mutex_);
         if (!open_.load(std::memory_order_relaxed)) {
             open_.store(true, std::memory_order_release);
@@ -163,7 +167,7 @@ public:
             nextProbe_ = now + backoff_;
             return StoreEvent{StoreEvent::Health::kFailing, status.error, status.message};
         }
-        if (probing_) {
+        if (wasProbe && probing_) {
             probing_ = false;
             backoff_ = std::min(backoff_ * 2, max_);
             nextProbe_ = now + backoff_;
@@ -185,8 +189,8 @@ private:
     const std::chrono::nanoseconds max_;
     std::atomic<bool> open_{false};
     std::mutex mutex_;
-    bool probing_ = false;                   // guarded by mutex_
-    Clock::time_point nextProbe_{};          // guarded by mutex_
+    bool probing_ = false;                     // guarded by mutex_
+    Clock::time_point nextProbe_{};            // guarded by mutex_
     std::chrono::nanoseconds backoff_{base_};  // guarded by mutex_
 };
 
@@ -224,10 +228,13 @@ struct RedisShared {
             pid = ::getpid();
         }
         for (;;) {
-            if (!idle.empty()) {
+            while (!idle.empty()) {
                 auto c = std::move(idle.back());
                 idle.pop_back();
-                return c;
+                if (!c->stale()) {
+                    return c;
+                }
+                --open;  // closed by the server while idle (a restart): dropped unused
             }
             if (open < options.poolSize) {
                 ++open;
@@ -318,13 +325,20 @@ struct RedisShared {
 /// The error kind of a Redis error reply.
 inline StoreError classifyErrorReply(std::string_view text) {
     const auto startsWith = [&](std::string_view p) { return text.substr(0, p.size()) == p; };
+    // Redis refuses a long command from an unauthenticated client this way, then hangs up.
+    if (startsWith("ERR Protocol error")) {
+        return text.find("unauthenticated") != std::string_view::npos ? StoreError::kAuth
+                                                                      : StoreError::kProtocol;
+    }
     if (startsWith("OOM")) return StoreError::kOutOfMemory;
     if (startsWith("MOVED") || startsWith("ASK")) return StoreError::kRedirected;
-    if (startsWith("NOAUTH") || startsWith("WRONGPASS") || startsWith("NOPERM")) return StoreError::kAuth;
+    if (startsWith("NOAUTH") || startsWith("WRONGPASS") || startsWith("NOPERM"))
+        return StoreError::kAuth;
     if (startsWith("READONLY")) return StoreError::kReadOnly;
     if (startsWith("BUSY")) return StoreError::kBusy;
     // Errors raised inside a script arrive wrapped: look for the inner code too.
-    if (text.find("OOM command not allowed") != std::string_view::npos) return StoreError::kOutOfMemory;
+    if (text.find("OOM command not allowed") != std::string_view::npos)
+        return StoreError::kOutOfMemory;
     if (text.find("READONLY") != std::string_view::npos) return StoreError::kReadOnly;
     return StoreError::kScript;
 }
@@ -359,19 +373,22 @@ void checkRedisRange(const Quota& q) {
     const ModelRange r = M::range(q);
     const Int128 countSpan = Int128{q.count} * q.period;
     const auto fail = [&](const std::string& what, Int128 value, const std::string& largest) {
-        throwInvalidArgument(std::string(M::kName) + " with Limit{count=" + std::to_string(q.count) +
-                             ", period=" + std::to_string(q.period) + "us, burst=" + std::to_string(q.burst) +
-                             "} is not representable in Redis: " + what + " = " +
-                             std::to_string(clampToInt64(value)) +
-                             " reaches 2^53 (exact integers in Lua); " + largest);
+        throwInvalidArgument(
+            std::string(M::kName) + " with Limit{count=" + std::to_string(q.count) +
+            ", period=" + std::to_string(q.period) + "us, burst=" + std::to_string(q.burst) +
+            "} is not representable in Redis: " + what + " = " +
+            std::to_string(clampToInt64(value)) + " reaches 2^53 (exact integers in Lua); " +
+            largest);
     };
     if (r.units >= bound) {
         fail("burst·period/gcd(count, period) in µs units", r.units,
-             "the largest accepted burst here is " + std::to_string(clampToInt64((bound - 1) / q.unitsPerToken)));
+             "the largest accepted burst here is " +
+                 std::to_string(clampToInt64((bound - 1) / q.unitsPerToken)));
     }
     if (countSpan >= bound) {
         fail("count·period in µs", countSpan,
-             "the largest accepted count here is " + std::to_string(clampToInt64((bound - 1) / q.period)));
+             "the largest accepted count here is " +
+                 std::to_string(clampToInt64((bound - 1) / q.period)));
     }
     if (r.span >= bound / 4) {
         fail("the longest span in µs", r.span, "spans must stay below 2^51 µs (71 years)");
@@ -385,28 +402,35 @@ void checkRedisRange(const Quota& q) {
 template <AlgorithmModel M>
 class RedisStorage::Table {
 public:
-    Table(std::shared_ptr<detail::RedisShared> shared, const LimiterOptions& options, const Quota& quota)
+    Table(std::shared_ptr<detail::RedisShared> shared, const LimiterOptions& options,
+          const Quota& quota)
         : shared_(std::move(shared)),
-          keyPrefix_(shared_->options.keyPrefix + ":" + options.name + ":" + std::string(M::kName) + ":v1"),
+          keyPrefix_(shared_->options.keyPrefix + ":" + options.name + ":" + std::string(M::kName) +
+                     ":v1"),
           script_(detail::composeScript(M::kLua, M::kName)),
           sha_(detail::sha1Hex(script_)),
           quota_(quota),
           policy_(options.failurePolicy),
           fallback_(std::make_shared<Fallback>(shared_->options.fallbackMaxKeys, options, quota)) {
         const std::int64_t limit = M::kBucket ? quota.burst : quota.count;
-        for (const std::int64_t v : {quota.count, quota.burst, quota.period, quota.unitsPerToken,
-                                     quota.unitsPerTick, quota.capacityUnits, quota.maxRunsPerKey, limit}) {
+        for (const std::int64_t v :
+             {quota.count, quota.burst, quota.period, quota.unitsPerToken, quota.unitsPerTick,
+              quota.capacityUnits, quota.maxRunsPerKey, limit, quota.lateTolerance}) {
             params_.push_back(detail::decimal(v));
         }
     }
 
-    /// One check at time `now` (µs ticks) of the limiter's clock.
-    Decision step(std::string_view key, Tick now, std::int64_t cost, bool consume) const {
-        return call(key, detail::decimal(now), 0, cost, consume, now);
+    /// One check at the time `now` gives (µs ticks of the limiter's clock), read just before
+    /// the request is sent.
+    Decision step(std::string_view key, detail::TickSource now, std::int64_t cost,
+                  bool consume) const {
+        const Tick tick = now();
+        return call(key, detail::decimal(tick), 0, cost, consume, tick);
     }
 
     /// One check at the server's `TIME`, minus the key's window phase (µs).
-    Decision stepAtStoreTime(std::string_view key, Tick phase, std::int64_t cost, bool consume) const {
+    Decision stepAtStoreTime(std::string_view key, Tick phase, std::int64_t cost,
+                             bool consume) const {
         const Tick local = std::chrono::duration_cast<std::chrono::microseconds>(
                                std::chrono::system_clock::now().time_since_epoch())
                                .count();
@@ -437,7 +461,9 @@ public:
     [[nodiscard]] std::string redisKey(std::string_view key) const {
         std::string k;
         k.reserve(keyPrefix_.size() + key.size() + 24);
-        k.append(keyPrefix_).append("{").append(detail::decimal(static_cast<std::int64_t>(key.size())));
+        k.append(keyPrefix_)
+            .append("{")
+            .append(detail::decimal(static_cast<std::int64_t>(key.size())));
         k.append(":").append(key).append("}");
         return k;
     }
@@ -448,7 +474,8 @@ public:
 private:
     struct Fallback {
         Fallback(std::size_t maxKeys, const LimiterOptions& options, const Quota& quota)
-            : table(MemoryStorage(MemoryStorage::Options{.maxKeys = maxKeys}).template table<M>(options, quota)) {}
+            : table(MemoryStorage(MemoryStorage::Options{.maxKeys = maxKeys})
+                        .template table<M>(options, quota)) {}
         MemoryStorage::Table<M> table;
     };
 
@@ -458,8 +485,8 @@ private:
         const auto admission = shared_->breaker.admit(start);
         if (!admission.proceed) {
             shared_->shortCircuited.fetch_add(1, std::memory_order_relaxed);
-            return degrade({StoreError::kCircuitOpen, "the circuit breaker is open"}, key, cost, consume,
-                           fallbackNow, admission.wait);
+            return degrade({StoreError::kCircuitOpen, "the circuit breaker is open"}, key, cost,
+                           consume, fallbackNow, admission.wait);
         }
         const auto deadline = start + shared_->options.timeout;
         detail::IoStatus status;
@@ -469,7 +496,8 @@ private:
             return *answer;
         }
         if (detail::tripsBreaker(status.error)) {
-            shared_->report(shared_->breaker.failed(status, std::chrono::steady_clock::now()));
+            shared_->report(
+                shared_->breaker.failed(status, std::chrono::steady_clock::now(), admission.probe));
         } else {
             shared_->report(shared_->breaker.succeeded());  // it answered: the link is fine
         }
@@ -485,30 +513,36 @@ private:
             return std::nullopt;
         }
         const std::string redisKeyName = redisKey(key);
-        detail::ReplyPtr reply = send(*conn, sha_, "EVALSHA", redisKeyName, now, phase, cost, consume,
-                                      deadline, status);
+        detail::ReplyPtr reply =
+            send(*conn, sha_, "EVALSHA", redisKeyName, now, phase, cost, consume, deadline, status);
         if (reply && isNoScript(*reply)) {
             // The script did not run (restart, failover, SCRIPT FLUSH): the one resend allowed.
             shared_->scriptResends.fetch_add(1, std::memory_order_relaxed);
-            reply = send(*conn, script_, "EVAL", redisKeyName, now, phase, cost, consume, deadline, status);
+            reply = send(*conn, script_, "EVAL", redisKeyName, now, phase, cost, consume, deadline,
+                         status);
         }
-        shared_->release(std::move(conn), reply != nullptr);
-        if (!reply) {
-            return std::nullopt;
+        std::optional<Decision> answer;
+        if (reply) {
+            answer = parse(*reply, status);
         }
-        return parse(*reply, status);
+        // A connection that saw any transport, protocol or auth error is closed, never reused.
+        const bool reusable =
+            reply != nullptr && (answer.has_value() || !detail::tripsBreaker(status.error));
+        shared_->release(std::move(conn), reusable);
+        return answer;
     }
 
     detail::ReplyPtr send(detail::RedisConnection& conn, const std::string& scriptOrSha,
-                          std::string_view verb, const std::string& redisKeyName, const std::string& now,
-                          Tick phase, std::int64_t cost, bool consume, detail::Deadline deadline,
-                          detail::IoStatus& status) const {
+                          std::string_view verb, const std::string& redisKeyName,
+                          const std::string& now, Tick phase, std::int64_t cost, bool consume,
+                          detail::Deadline deadline, detail::IoStatus& status) const {
         std::string request;
         request.reserve(redisKeyName.size() + scriptOrSha.size() + 160);
-        detail::appendCommand(request, {verb, scriptOrSha, "1", redisKeyName, now, detail::decimal(cost),
-                                        consume ? "1" : "0", detail::decimal(phase), params_[0],
-                                        params_[1], params_[2], params_[3], params_[4], params_[5],
-                                        params_[6], params_[7]});
+        detail::appendCommand(
+            request,
+            {verb, scriptOrSha, "1", redisKeyName, now, detail::decimal(cost), consume ? "1" : "0",
+             detail::decimal(phase), params_[0], params_[1], params_[2], params_[3], params_[4],
+             params_[5], params_[6], params_[7], params_[8]});
         shared_->requests.fetch_add(1, std::memory_order_relaxed);
         return conn.roundTrip(request, deadline, status);
     }
@@ -536,20 +570,22 @@ private:
             }
             v[i] = reply.element[i]->integer;
         }
-        return detail::decision(quota_, v[0] != 0, v[1], v[2], v[3] < 0 ? detail::kNeverTicks : v[3], v[4]);
+        return detail::decision(quota_, v[0] != 0, v[1], v[2],
+                                v[3] < 0 ? detail::kNeverTicks : v[3], v[4]);
     }
 
     /// The declared failure policy's answer; every one is marked degraded.
-    Decision degrade(const detail::IoStatus& status, std::string_view key, std::int64_t cost, bool consume,
-                     Tick now, std::chrono::nanoseconds untilProbe) const {
+    Decision degrade(const detail::IoStatus& status, std::string_view key, std::int64_t cost,
+                     bool consume, Tick now, std::chrono::nanoseconds untilProbe) const {
         shared_->failures.fetch_add(1, std::memory_order_relaxed);
         const std::int64_t limit = M::kBucket ? quota_.burst : quota_.count;
+        const auto fixed = [now] { return now; };
         Decision d;
         switch (policy_) {
             case FailurePolicy::kThrow:
                 throw StoreException(status.error, status.message);
             case FailurePolicy::kFallBackToMemory:
-                d = fallback_->table.step(key, now, cost, consume);
+                d = fallback_->table.step(key, detail::TickSource(fixed), cost, consume);
                 break;
             case FailurePolicy::kFailOpen:
                 d.allowed = cost <= limit;
@@ -579,7 +615,9 @@ private:
 };
 
 inline RedisStorage::RedisStorage(Options options) {
-    const auto bad = [](const std::string& what) { detail::throwInvalidArgument("RedisStorage::Options." + what); };
+    const auto bad = [](const std::string& what) {
+        detail::throwInvalidArgument("RedisStorage::Options." + what);
+    };
     if (options.unixSocket.empty() && (options.port < 1 || options.port > 65535)) {
         bad("port must be in 1..65535 (got " + std::to_string(options.port) + ")");
     }
@@ -589,7 +627,8 @@ inline RedisStorage::RedisStorage(Options options) {
     if (options.database < 0) {
         bad("database must be >= 0 (got " + std::to_string(options.database) + ")");
     }
-    if (options.timeout < std::chrono::milliseconds{1} || options.timeout > std::chrono::minutes{1}) {
+    if (options.timeout < std::chrono::milliseconds{1} ||
+        options.timeout > std::chrono::minutes{1}) {
         bad("timeout must be in 1ms..1min (got " + std::to_string(options.timeout.count()) + "ms)");
     }
     if (options.poolSize < 1 || options.poolSize > 1024) {
@@ -598,7 +637,8 @@ inline RedisStorage::RedisStorage(Options options) {
     if (options.keyPrefix.find_first_of("{}") != std::string::npos) {
         bad("keyPrefix must not contain '{' or '}' (got \"" + options.keyPrefix + "\")");
     }
-    if (options.breakerBackoff < std::chrono::milliseconds{1} || options.breakerMaxBackoff < options.breakerBackoff) {
+    if (options.breakerBackoff < std::chrono::milliseconds{1} ||
+        options.breakerMaxBackoff < options.breakerBackoff) {
         bad("breakerBackoff must be >= 1ms and <= breakerMaxBackoff");
     }
     if (options.fallbackMaxKeys < 1) {
@@ -608,10 +648,12 @@ inline RedisStorage::RedisStorage(Options options) {
 }
 
 template <AlgorithmModel M>
-RedisStorage::Table<M> RedisStorage::table(const LimiterOptions& options, const Quota& quota) const {
+RedisStorage::Table<M> RedisStorage::table(const LimiterOptions& options,
+                                           const Quota& quota) const {
     if (options.name.find_first_of("{}") != std::string::npos) {
-        detail::throwInvalidArgument("LimiterOptions.name must not contain '{' or '}' with Redis (got \"" +
-                                     options.name + "\")");
+        detail::throwInvalidArgument(
+            "LimiterOptions.name must not contain '{' or '}' with Redis (got \"" + options.name +
+            "\")");
     }
     detail::checkRedisRange<M>(quota);
     return Table<M>(shared_, options, quota);
