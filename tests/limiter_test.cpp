@@ -1,0 +1,594 @@
+// Tests of include/ratelimit/limiter.hpp: exactness under contention (DESIGN.md "Atomic or
+// nothing"), bounds while the clock moves under contention, defaults, cost rules, explicit time
+// points and clocks with coarser ticks. Time is a ManualClock (or a hand-driven millisecond
+// clock); nothing sleeps. Threaded tests are tagged [concurrency] for the TSan leg; every thread
+// runs a bounded number of iterations.
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <latch>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <ratelimit/ratelimit.hpp>
+
+#include "support/catch.hpp"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+using ratelimit::Limit;
+using ratelimit::ManualClock;
+using ratelimit::MemoryStorage;
+
+template <class Model>
+using ManualLimiter = ratelimit::Limiter<Model, MemoryStorage, ManualClock>;
+
+constexpr int kThreads = 8;
+
+/// The capacity a model enforces for `limit`: `burst` for the buckets, `count` for windows.
+template <class Model>
+std::int64_t capacityOf(const Limit& limit) {
+    return Model::kBucket ? limit.burst : limit.count;
+}
+
+/// Runs `body(thread)` on `threads` threads released together by a latch, and joins them.
+template <class Body>
+void runTogether(int threads, Body body) {
+    std::latch start(threads);
+    std::vector<std::thread> pool;
+    pool.reserve(static_cast<std::size_t>(threads));
+    for (int t = 0; t < threads; ++t) {
+        pool.emplace_back([&start, &body, t] {
+            start.arrive_and_wait();
+            body(t);
+        });
+    }
+    for (std::thread& thread : pool) {
+        thread.join();
+    }
+}
+
+/// Admissions of `cost == 1` calls for `key` until the first refusal, at most `cap` calls.
+template <class L>
+std::int64_t drain(L& limiter, std::string_view key, std::int64_t cap) {
+    std::int64_t admitted = 0;
+    for (std::int64_t i = 0; i < cap && limiter.tryAcquire(key).allowed; ++i) {
+        ++admitted;
+    }
+    return admitted;
+}
+
+/// The message of the `std::invalid_argument` that `f` throws, or "<no throw>".
+template <class F>
+std::string invalidArgumentMessage(F&& f) {
+    try {
+        std::forward<F>(f)();
+    } catch (const std::invalid_argument& e) {
+        return e.what();
+    }
+    return "<no throw>";
+}
+
+std::int64_t ticksOf(ManualClock::time_point t) { return t.time_since_epoch().count(); }
+
+/// A clock with millisecond ticks, driven by hand; copies share one time.
+struct MillisecondClock {
+    using duration = std::chrono::milliseconds;
+    using rep = duration::rep;
+    using period = duration::period;
+    using time_point = std::chrono::time_point<MillisecondClock, duration>;
+
+    [[nodiscard]] time_point now() const noexcept {
+        return time_point{duration{ms_->load(std::memory_order_acquire)}};
+    }
+    void advance(duration d) const noexcept {
+        ms_->fetch_add(d.count(), std::memory_order_acq_rel);
+    }
+
+private:
+    std::shared_ptr<std::atomic<rep>> ms_ = std::make_shared<std::atomic<rep>>(0);
+};
+
+/// A ManualClock whose reads are now and then followed by a yield, as if the reading thread were
+/// preempted before it used the time. Copies share the ManualClock's time.
+struct PreemptedClock {
+    using duration = ManualClock::duration;
+    using rep = duration::rep;
+    using period = duration::period;
+    using time_point = std::chrono::time_point<PreemptedClock, duration>;
+
+    ManualClock manual;
+
+    [[nodiscard]] time_point now() const {
+        const ManualClock::time_point t = manual.now();
+        thread_local unsigned reads = 0;
+        if (++reads % 2 == 0) {
+            std::this_thread::yield();
+        }
+        return time_point{t.time_since_epoch()};
+    }
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Exactness under contention, time frozen
+
+TEMPLATE_TEST_CASE("Limiter: with time frozen, 8 threads on one key admit exactly the limit",
+                   "[unit][limiter][concurrency]", ratelimit::TokenBucketModel,
+                   ratelimit::LeakyBucketModel, ratelimit::FixedWindowModel,
+                   ratelimit::SlidingCounterModel, ratelimit::SlidingLogModel) {
+    // count and burst differ, so a bucket enforcing count (or a window enforcing burst) fails.
+    const Limit limit = Limit::perMinute(1000).withBurst(600);
+    const std::int64_t capacity = capacityOf<TestType>(limit);
+    ManualClock clock;
+    clock.set(1h + 17s);  // never advanced below
+    ManualLimiter<TestType> limiter{limit, MemoryStorage{{.maxKeys = 64}}, clock};
+
+    SECTION("cost 1") {
+        for (int round = 0; round < 5; ++round) {
+            const std::string key = "unit-" + std::to_string(round);
+            std::array<std::int64_t, kThreads> admitted{};
+            runTogether(kThreads, [&](int t) {
+                std::int64_t mine = 0;
+                for (int i = 0; i < 300; ++i) {  // 2400 attempts in all, above either capacity
+                    mine += limiter.tryAcquire(key).allowed ? 1 : 0;
+                }
+                admitted.at(static_cast<std::size_t>(t)) = mine;
+            });
+            std::int64_t total = 0;
+            for (const std::int64_t n : admitted) {
+                total += n;
+            }
+            CAPTURE(round);
+            CHECK(total == capacity);
+            CHECK(limiter.peek(key, 0).remaining == 0);
+        }
+    }
+    SECTION("random costs") {
+        for (int round = 0; round < 5; ++round) {
+            const std::string key = "random-" + std::to_string(round);
+            std::array<std::int64_t, kThreads> spent{};
+            runTogether(kThreads, [&](int t) {
+                std::mt19937_64 rng(static_cast<std::uint64_t>(round * 100 + t));
+                std::uniform_int_distribution<std::int64_t> costs(1, 7);
+                std::int64_t mine = 0;
+                for (int i = 0; i < 150; ++i) {
+                    const std::int64_t cost = costs(rng);
+                    mine += limiter.tryAcquire(key, cost).allowed ? cost : 0;
+                }
+                spent.at(static_cast<std::size_t>(t)) = mine;
+            });
+            std::int64_t total = 0;
+            for (const std::int64_t n : spent) {
+                total += n;
+            }
+            CAPTURE(round, total);
+            CHECK(total <= capacity);
+            // What was admitted is exactly what was consumed.
+            CHECK(total + limiter.peek(key, 0).remaining == capacity);
+
+            // Then cost 1 until refused: the rest goes, and not one unit more.
+            runTogether(kThreads, [&](int t) {
+                std::int64_t mine = 0;
+                for (std::int64_t i = 0; i <= capacity && limiter.tryAcquire(key, 1).allowed; ++i) {
+                    ++mine;
+                }
+                spent.at(static_cast<std::size_t>(t)) += mine;
+            });
+            total = 0;
+            for (const std::int64_t n : spent) {
+                total += n;
+            }
+            CHECK(total == capacity);
+        }
+    }
+}
+
+TEMPLATE_TEST_CASE("Limiter: with time frozen, threads on many keys give every key its limit",
+                   "[unit][limiter][concurrency]", ratelimit::TokenBucketModel,
+                   ratelimit::LeakyBucketModel, ratelimit::FixedWindowModel,
+                   ratelimit::SlidingCounterModel, ratelimit::SlidingLogModel) {
+    const Limit limit = Limit::perMinute(9).withBurst(5);
+    const std::int64_t capacity = capacityOf<TestType>(limit);
+    ManualClock clock;
+    clock.set(3h);
+    MemoryStorage storage{{.maxKeys = 8192}};
+
+    SECTION("8 threads, 8 keys, one each") {
+        ManualLimiter<TestType> limiter{limit, storage, clock};
+        std::array<std::int64_t, kThreads> admitted{};
+        runTogether(kThreads, [&](int t) {
+            const std::string key = "own-" + std::to_string(t);
+            std::int64_t mine = 0;
+            for (std::int64_t i = 0; i < 4 * capacity; ++i) {
+                mine += limiter.tryAcquire(key).allowed ? 1 : 0;
+            }
+            admitted.at(static_cast<std::size_t>(t)) = mine;
+        });
+        for (std::size_t t = 0; t < admitted.size(); ++t) {
+            CAPTURE(t);
+            CHECK(admitted.at(t) == capacity);
+        }
+    }
+    SECTION("8 threads over 2000 keys in different orders, windows spread") {
+        constexpr std::size_t kKeys = 2000;
+        ManualLimiter<TestType> limiter{limit, storage, clock, {.spreadWindowResets = true}};
+        std::vector<std::atomic<std::int64_t>> admitted(kKeys);
+        runTogether(kThreads, [&](int t) {
+            std::vector<std::size_t> order(kKeys);
+            for (std::size_t i = 0; i < kKeys; ++i) {
+                order[i] = i;
+            }
+            std::mt19937_64 rng(static_cast<std::uint64_t>(t) + 1);
+            for (int pass = 0; pass < 2; ++pass) {
+                std::shuffle(order.begin(), order.end(), rng);
+                for (const std::size_t k : order) {
+                    if (limiter.tryAcquire("many-" + std::to_string(k)).allowed) {
+                        admitted[k].fetch_add(1, std::memory_order_relaxed);
+                    }
+                }
+            }
+        });
+        std::size_t wrong = 0;
+        std::size_t firstWrong = kKeys;
+        for (std::size_t k = 0; k < kKeys; ++k) {
+            if (admitted[k].load() != capacity) {
+                ++wrong;
+                firstWrong = std::min(firstWrong, k);
+            }
+        }
+        CAPTURE(firstWrong);
+        CHECK(wrong == 0);
+        CHECK(storage.stats().spilledCalls == 0);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bounds while a ninth thread moves the clock
+
+namespace {
+
+/// What 8 hammering threads were admitted while a ninth advanced the clock.
+struct MovingRun {
+    std::int64_t start = 0;  ///< ticks, before any call
+    std::int64_t end = 0;    ///< ticks, after every call
+    /// Each admitted call: the clock read just before it and just after it returned (the time
+    /// the limiter applied lies in between), sorted by the first.
+    std::vector<std::pair<std::int64_t, std::int64_t>> admittedAt;
+    std::int64_t admitted = 0;
+};
+
+/// 8 threads call `acquire(now)` on one key (time read from `clock` first) while a ninth thread
+/// advances the clock in small steps. The two sides pace each other so the calls spread over the
+/// whole run: the clock steps once the callers made `kCallsPerStep` calls, a caller makes at most
+/// `kCallsPerTime` calls at one time before it waits for the next step. A caller yields between
+/// reading the time and using it now and then, as a preempted thread would. Every wait is bounded
+/// (`kMaxWaits` yields), and a caller stops after `kMaxCalls` calls whatever happens.
+template <class Acquire>
+MovingRun hammerWhileTheClockMoves(ManualClock& clock, Acquire acquire) {
+    constexpr int kClockSteps = 2000;
+    constexpr auto kStep = 100us;
+    constexpr std::int64_t kCallsPerStep = 24;
+    constexpr int kCallsPerTime = 6;
+    constexpr int kMaxWaits = 10'000;
+    constexpr int kMaxCalls = 100'000;
+    MovingRun run;
+    run.start = ticksOf(clock.now());
+    std::atomic<bool> stop{false};
+    std::atomic<std::int64_t> calls{0};
+    std::array<std::vector<std::pair<std::int64_t, std::int64_t>>, kThreads> times;
+    runTogether(kThreads + 1, [&](int t) {
+        if (t == kThreads) {
+            for (int i = 0; i < kClockSteps; ++i) {
+                const std::int64_t seen = calls.load(std::memory_order_relaxed);
+                for (int w = 0;
+                     w < kMaxWaits && calls.load(std::memory_order_relaxed) - seen < kCallsPerStep;
+                     ++w) {
+                    std::this_thread::yield();
+                }
+                clock.advance(kStep);
+            }
+            stop.store(true, std::memory_order_release);
+            return;
+        }
+        auto& mine = times.at(static_cast<std::size_t>(t));
+        int atThisTime = 0;
+        for (int i = 0; i < kMaxCalls && !stop.load(std::memory_order_acquire); ++i) {
+            const ManualClock::time_point now = clock.now();
+            if (i % 3 == 0) {
+                std::this_thread::yield();  // as if preempted between reading the time and using it
+            }
+            if (acquire(now)) {
+                mine.emplace_back(ticksOf(now), ticksOf(clock.now()));
+            }
+            calls.fetch_add(1, std::memory_order_relaxed);
+            if (++atThisTime == kCallsPerTime) {
+                atThisTime = 0;
+                for (int w = 0;
+                     w < kMaxWaits && clock.now() == now && !stop.load(std::memory_order_acquire);
+                     ++w) {
+                    std::this_thread::yield();
+                }
+            }
+        }
+    });
+    run.end = ticksOf(clock.now());
+    for (const auto& mine : times) {
+        run.admittedAt.insert(run.admittedAt.end(), mine.begin(), mine.end());
+    }
+    std::sort(run.admittedAt.begin(), run.admittedAt.end());
+    run.admitted = static_cast<std::int64_t>(run.admittedAt.size());
+    return run;
+}
+
+/// The most a model may admit on one key between `run.start` and `run.end` (at cost 1).
+template <class Model>
+std::int64_t boundAtTheEnd(const Limit& limit, const MovingRun& run) {
+    const std::int64_t period = limit.period.count();
+    if (Model::kBucket) {
+        // Full at the start, then `count` per `period`, exactly.
+        return limit.burst + (run.end - run.start) * limit.count / period;
+    }
+    if (std::is_same_v<Model, ratelimit::SlidingLogModel>) {
+        // Every (t - W, t] holds at most count; floor(span / W) + 1 such windows cover the run.
+        return limit.count * ((run.end - run.start) / period + 1);
+    }
+    // Fixed window and sliding counter: at most count in each aligned window touched.
+    const std::int64_t windows = run.end / period - run.start / period + 1;
+    return limit.count * windows;
+}
+
+/// An index i such that admissions i … i + count (by the time read before each) certainly fell
+/// in one sliding window: the last of them returned less than W after the first was called, so
+/// their times lie in a span shorter than W whatever the limiter applied. -1 if there is none.
+std::int64_t firstCrowdedWindow(const Limit& limit, const MovingRun& run) {
+    const auto count = static_cast<std::size_t>(limit.count);
+    const std::int64_t window = limit.period.count();
+    for (std::size_t i = 0; i + count < run.admittedAt.size(); ++i) {
+        std::int64_t lastReturn = 0;
+        for (std::size_t j = i; j <= i + count; ++j) {
+            lastReturn = std::max(lastReturn, run.admittedAt[j].second);
+        }
+        if (lastReturn - run.admittedAt[i].first < window) {
+            return static_cast<std::int64_t>(i);
+        }
+    }
+    return -1;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("Limiter: while the clock moves, 8 threads on one key stay within the limit",
+                   "[unit][limiter][concurrency]", ratelimit::TokenBucketModel,
+                   ratelimit::LeakyBucketModel, ratelimit::FixedWindowModel,
+                   ratelimit::SlidingCounterModel, ratelimit::SlidingLogModel) {
+    // 2000 steps of 100 us: 200 ms, 20 periods.
+    const Limit limit = Limit::per(40, 10ms).withBurst(25);
+    ManualClock clock;
+    clock.set(1h + 3ms);  // not at a window edge
+
+    SECTION("callers read the clock and pass the time, within the late-call tolerance") {
+        // A caller's time may be older than another's write by the time it was preempted:
+        // with a tolerance above that delay it is a late call, not a clock step.
+        ManualLimiter<TestType> late{limit,
+                                     MemoryStorage{{.maxKeys = 64}},
+                                     clock,
+                                     {.lateCallTolerance = std::chrono::seconds{10}}};
+        const MovingRun run = hammerWhileTheClockMoves(clock, [&](ManualClock::time_point now) {
+            return late.tryAcquire("k", 1, now).allowed;
+        });
+        const std::int64_t bound = boundAtTheEnd<TestType>(limit, run);
+        CAPTURE(run.admitted, bound, run.end - run.start);
+        CHECK(run.admitted <= bound);
+        if (std::is_same_v<TestType, ratelimit::SlidingLogModel>) {
+            const std::int64_t crowded = firstCrowdedWindow(limit, run);
+            CAPTURE(crowded);
+            CHECK(crowded == -1);
+        }
+    }
+    SECTION("the limiter reads the clock") {
+        ratelimit::Limiter<TestType, MemoryStorage, PreemptedClock> reading{
+            limit, MemoryStorage{{.maxKeys = 64}}, PreemptedClock{clock}};
+        const MovingRun run = hammerWhileTheClockMoves(
+            clock, [&](ManualClock::time_point) { return reading.tryAcquire("k").allowed; });
+        const std::int64_t bound = boundAtTheEnd<TestType>(limit, run);
+        CAPTURE(run.admitted, bound, run.end - run.start);
+        CHECK(run.admitted <= bound);
+        if (std::is_same_v<TestType, ratelimit::SlidingLogModel>) {
+            const std::int64_t crowded = firstCrowdedWindow(limit, run);
+            CAPTURE(crowded);
+            CHECK(crowded == -1);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Defaults and the call contract
+
+TEST_CASE("Limiter: defaults to the memory storage and the steady clock", "[unit][limiter]") {
+    using Default = ratelimit::Limiter<ratelimit::TokenBucketModel>;
+    STATIC_REQUIRE(
+        std::is_same_v<Default, ratelimit::Limiter<ratelimit::TokenBucketModel, MemoryStorage,
+                                                   ratelimit::SteadyClock>>);
+    STATIC_REQUIRE(std::is_same_v<ratelimit::TokenBucket<>, Default>);
+    STATIC_REQUIRE(std::is_same_v<ratelimit::FixedWindow<>,
+                                  ratelimit::Limiter<ratelimit::FixedWindowModel, MemoryStorage,
+                                                     ratelimit::SteadyClock>>);
+    STATIC_REQUIRE(
+        std::is_same_v<ratelimit::SlidingLog<>::time_point, ratelimit::SteadyClock::time_point>);
+    STATIC_REQUIRE(std::is_same_v<ratelimit::Gcra<>, ratelimit::LeakyBucket<>>);
+    STATIC_REQUIRE(std::is_same_v<MemoryStorage::DefaultClock, ratelimit::SteadyClock>);
+
+    // `TokenBucket<>` from a limit alone: one token per 12 minutes, so the fifth is the last.
+    ratelimit::TokenBucket<> limiter{Limit::perHour(5)};
+    CHECK(drain(limiter, "user:42", 100) == 5);
+    const ratelimit::Decision refused = limiter.tryAcquire("user:42");
+    CHECK_FALSE(refused.allowed);
+    CHECK(refused.retryAfter > 11min);
+    CHECK(refused.retryAfter <= 12min);
+    CHECK(limiter.tryAcquire("user:43").allowed);
+}
+
+TEMPLATE_TEST_CASE("Limiter: a negative cost throws, peeks and cost 0 consume nothing",
+                   "[unit][limiter]", ratelimit::TokenBucketModel, ratelimit::LeakyBucketModel,
+                   ratelimit::FixedWindowModel, ratelimit::SlidingCounterModel,
+                   ratelimit::SlidingLogModel) {
+    const Limit limit = Limit::perMinute(4).withBurst(3);
+    const std::int64_t capacity = capacityOf<TestType>(limit);
+    ManualClock clock;
+    clock.set(2h + 20s);
+    MemoryStorage storage{{.maxKeys = 64}};
+    ManualLimiter<TestType> limiter{limit, storage, clock};
+    const ManualClock::time_point now = clock.now();
+
+    SECTION("negative cost") {
+        CHECK_THROWS_AS(limiter.tryAcquire("k", -1), std::invalid_argument);
+        CHECK_THROWS_AS(limiter.tryAcquire("k", -1, now), std::invalid_argument);
+        CHECK_THROWS_AS(limiter.peek("k", -1), std::invalid_argument);
+        CHECK_THROWS_AS(limiter.peek("k", -5, now), std::invalid_argument);
+        const std::string message =
+            invalidArgumentMessage([&] { (void)limiter.tryAcquire("k", -3); });
+        CAPTURE(message);
+        CHECK(message.find("cost") != std::string::npos);
+        CHECK(message.find("-3") != std::string::npos);
+        // Nothing was consumed by the failed calls.
+        CHECK(drain(limiter, "k", 100) == capacity);
+    }
+    SECTION("peek never consumes") {
+        for (int i = 0; i < 20; ++i) {
+            const ratelimit::Decision d = limiter.peek("k");
+            CHECK(d.allowed);
+            CHECK(d.remaining == capacity - 1);
+            CHECK(limiter.peek("k", capacity).allowed);
+            CHECK(limiter.peek("k", capacity, now).allowed);
+        }
+        CHECK(storage.stats().trackedKeys == 0);
+        CHECK(drain(limiter, "k", 100) == capacity);
+        const ratelimit::Decision peeked = limiter.peek("k");
+        const ratelimit::Decision acquired = limiter.tryAcquire("k");
+        CHECK_FALSE(peeked.allowed);
+        CHECK(peeked == acquired);
+        CHECK(limiter.peek("k") == acquired);
+    }
+    SECTION("cost 0 never consumes") {
+        for (int i = 0; i < 20; ++i) {
+            const ratelimit::Decision d = limiter.tryAcquire("k", 0);
+            CHECK(d.allowed);
+            CHECK(d.remaining == capacity);
+            CHECK(d.resetAfter == 0ns);
+        }
+        CHECK(drain(limiter, "k", 100) == capacity);
+        const ratelimit::Decision empty = limiter.tryAcquire("k", 0);
+        CHECK(empty.allowed);
+        CHECK(empty.remaining == 0);
+        CHECK(empty.retryAfter == 0ns);
+        CHECK(empty.resetAfter > 0ns);
+        CHECK_FALSE(limiter.tryAcquire("k").allowed);
+    }
+}
+
+TEST_CASE("Limiter: tryAcquire and peek at an explicit time point use that time",
+          "[unit][limiter]") {
+    ManualClock clock;  // stays at its zero: only the explicit times move
+    const ManualClock::time_point t = ManualClock::time_point{10min + 15s};
+
+    SECTION("fixed window") {
+        ratelimit::FixedWindow<MemoryStorage, ManualClock> limiter{Limit::perMinute(2), {}, clock};
+        const ratelimit::Decision first = limiter.tryAcquire("k", 1, t);
+        CHECK(first.allowed);
+        CHECK(first.resetAfter == 45s);  // window [10 min, 11 min)
+        CHECK(limiter.tryAcquire("k", 1, t + 10s).allowed);
+        const ratelimit::Decision refused = limiter.tryAcquire("k", 1, t + 20s);
+        CHECK_FALSE(refused.allowed);
+        CHECK(refused.retryAfter == 25s);
+        CHECK_FALSE(limiter.peek("k", 1, t + 44s).allowed);
+        CHECK(limiter.peek("k", 1, t + 45s).allowed);
+        CHECK(limiter.tryAcquire("k", 1, t + 45s).allowed);
+        // The clock itself never moved: another key is in the window [0, 1 min).
+        CHECK(limiter.tryAcquire("other").resetAfter == 60s);
+    }
+    SECTION("token bucket") {
+        ratelimit::TokenBucket<MemoryStorage, ManualClock> limiter{Limit::perMinute(2), {}, clock};
+        CHECK(limiter.tryAcquire("k", 2, t).allowed);
+        const ratelimit::Decision refused = limiter.tryAcquire("k", 1, t);
+        CHECK_FALSE(refused.allowed);
+        CHECK(refused.retryAfter == 30s);
+        CHECK_FALSE(limiter.tryAcquire("k", 1, t + 29s).allowed);
+        CHECK(limiter.peek("k", 1, t + 30s).allowed);
+        CHECK(limiter.tryAcquire("k", 1, t + 30s).allowed);
+        CHECK_FALSE(limiter.tryAcquire("k", 1, t + 30s).allowed);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Clocks with coarser ticks
+
+TEST_CASE("Limiter: a clock with millisecond ticks works", "[unit][limiter]") {
+    STATIC_REQUIRE(ratelimit::ClockPolicy<MillisecondClock>);
+    MillisecondClock clock;
+    const Limit limit = Limit::per(3, 1500ms);
+
+    SECTION("fixed window") {
+        ratelimit::FixedWindow<MemoryStorage, MillisecondClock> limiter{limit, {}, clock};
+        CHECK(drain(limiter, "k", 10) == 3);
+        CHECK(limiter.tryAcquire("k").retryAfter == 1500ms);
+        clock.advance(1499ms);
+        const ratelimit::Decision late = limiter.tryAcquire("k");
+        CHECK_FALSE(late.allowed);
+        CHECK(late.retryAfter == 1ms);
+        clock.advance(1ms);
+        CHECK(limiter.tryAcquire("k").allowed);
+    }
+    SECTION("token bucket and leaky bucket: one token per 500 ms") {
+        ratelimit::TokenBucket<MemoryStorage, MillisecondClock> token{limit, {}, clock};
+        ratelimit::LeakyBucket<MemoryStorage, MillisecondClock> leaky{limit, {}, clock};
+        CHECK(drain(token, "k", 10) == 3);
+        CHECK(drain(leaky, "k", 10) == 3);
+        CHECK(token.tryAcquire("k").retryAfter == 500ms);
+        CHECK(leaky.tryAcquire("k").retryAfter == 500ms);
+        clock.advance(499ms);
+        CHECK(token.tryAcquire("k").retryAfter == 1ms);
+        CHECK(leaky.tryAcquire("k").retryAfter == 1ms);
+        clock.advance(1ms);
+        CHECK(token.tryAcquire("k").allowed);
+        CHECK(leaky.tryAcquire("k").allowed);
+    }
+    SECTION("sliding log and sliding counter, at explicit times") {
+        ratelimit::SlidingLog<MemoryStorage, MillisecondClock> log{limit, {}, clock};
+        ratelimit::SlidingCounter<MemoryStorage, MillisecondClock> counter{limit, {}, clock};
+        const MillisecondClock::time_point t{3000ms};  // a window start
+        CHECK(log.tryAcquire("k", 3, t).allowed);
+        CHECK(counter.tryAcquire("k", 3, t).allowed);
+        CHECK(log.tryAcquire("k", 1, t + 1499ms).retryAfter == 1ms);
+        CHECK(log.tryAcquire("k", 1, t + 1500ms).allowed);
+        CHECK_FALSE(counter.tryAcquire("k", 1, t + 1499ms).allowed);
+        CHECK(counter.tryAcquire("k", 1, t + 2000ms).allowed);  // 3 * 1000/1500 = 2 weigh
+    }
+    SECTION("a period that is not a whole number of ticks is rejected") {
+        using Limiter = ratelimit::FixedWindow<MemoryStorage, MillisecondClock>;
+        CHECK_THROWS_AS(Limiter(Limit::per(1, 1500us), {}, clock), std::invalid_argument);
+        using Bucket = ratelimit::TokenBucket<MemoryStorage, MillisecondClock>;
+        CHECK_THROWS_AS(Bucket(Limit::per(1, 999us), {}, clock), std::invalid_argument);
+        const std::string message =
+            invalidArgumentMessage([&] { (void)Limiter(Limit::per(1, 1500us), {}, clock); });
+        CAPTURE(message);
+        CHECK(message.find("period") != std::string::npos);
+        CHECK(message.find("1500000") != std::string::npos);
+        CHECK_NOTHROW(Limiter(Limit::per(1, 1ms), {}, clock));
+        CHECK_NOTHROW(Limiter(Limit::per(1, 2000000ns), {}, clock));
+    }
+}

@@ -1,0 +1,681 @@
+// Tests of include/ratelimit/storage/memory.hpp: the byte bound, spilling at maxKeys, reuse of
+// fresh entries, keys as arbitrary bytes, tables shared between limiters, options, reset.
+// Time is a ManualClock throughout; nothing sleeps.
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#if defined(__linux__)
+#    include <unistd.h>
+#endif
+
+#include <ratelimit/ratelimit.hpp>
+
+#include "support/catch.hpp"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+using ratelimit::Limit;
+using ratelimit::ManualClock;
+using ratelimit::MemoryEvent;
+using ratelimit::MemoryStorage;
+
+template <class Model>
+using ManualLimiter = ratelimit::Limiter<Model, MemoryStorage, ManualClock>;
+
+/// The capacity a model enforces for `limit`: `burst` for the buckets, `count` for windows.
+template <class Model>
+std::int64_t capacityOf(const Limit& limit) {
+    return Model::kBucket ? limit.burst : limit.count;
+}
+
+/// A wait after which any key of any model is fresh again (the sliding counter needs two
+/// windows, a bucket its time to full).
+ManualClock::duration freshAfter(const Limit& limit) {
+    const auto bucketFill = limit.period * limit.burst / limit.count;
+    return 3 * std::max(limit.period, bucketFill) + 1s;
+}
+
+/// Every event the storage's hook heard, in order. Single-threaded tests only.
+struct EventLog {
+    std::vector<MemoryEvent> events;
+    std::vector<std::string> names;
+
+    std::function<void(MemoryEvent, std::string_view)> hook() {
+        return [this](MemoryEvent e, std::string_view name) {
+            events.push_back(e);
+            names.emplace_back(name);
+        };
+    }
+    [[nodiscard]] std::size_t count(MemoryEvent e) const {
+        std::size_t n = 0;
+        for (const MemoryEvent x : events) {
+            n += x == e ? 1U : 0U;
+        }
+        return n;
+    }
+};
+
+/// Resident set size of this process in bytes (0 where /proc is not available).
+std::size_t residentBytes() {
+#if defined(__linux__)
+    std::ifstream statm("/proc/self/statm");
+    std::size_t sizePages = 0;
+    std::size_t residentPages = 0;
+    statm >> sizePages >> residentPages;
+    return residentPages * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+#else
+    return 0;
+#endif
+}
+
+/// The message of the `std::invalid_argument` that `f` throws, or "<no throw>".
+template <class F>
+std::string invalidArgumentMessage(F&& f) {
+    try {
+        std::forward<F>(f)();
+    } catch (const std::invalid_argument& e) {
+        return e.what();
+    }
+    return "<no throw>";
+}
+
+/// Admissions of `cost == 1` calls for `key` until the first refusal, at most `cap` calls.
+template <class L>
+std::int64_t drain(L& limiter, std::string_view key, std::int64_t cap) {
+    std::int64_t admitted = 0;
+    for (std::int64_t i = 0; i < cap && limiter.tryAcquire(key).allowed; ++i) {
+        ++admitted;
+    }
+    return admitted;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// The byte bound
+
+TEST_CASE("MemoryStorage: a million distinct 4 KiB keys stay within the byte bound",
+          "[unit][storage][memory]") {
+    constexpr std::size_t kMaxKeys = 100'000;
+    constexpr std::uint64_t kKeys = 1'000'000;
+    constexpr std::size_t kSlack = std::size_t{16} << 20;  // allocator, Catch2, page granularity
+
+    std::string key(4096, 'k');  // one buffer, a counter varied inside it
+    const std::size_t rssBefore = residentBytes();
+    ManualClock clock;
+    MemoryStorage storage{{.maxKeys = kMaxKeys}};
+    ManualLimiter<ratelimit::TokenBucketModel> limiter{Limit::perMinute(10), storage, clock};
+
+    std::uint64_t overBound = 0;
+    std::uint64_t overKeys = 0;
+    std::uint64_t firstViolation = kKeys;
+    std::size_t largestAllocated = 0;
+    for (std::uint64_t i = 0; i < kKeys; ++i) {
+        if (i == kKeys / 2) {
+            clock.advance(1h);  // every key is fresh again: the second half reuses entries
+        }
+        std::memcpy(&key[2000], &i, sizeof i);
+        (void)limiter.tryAcquire(key);
+        if (i % 1024 == 0 || i + 1 == kKeys) {
+            const ratelimit::MemoryStats s = storage.stats();
+            largestAllocated = std::max(largestAllocated, s.allocatedBytes);
+            if (s.allocatedBytes > s.byteBound) {
+                ++overBound;
+            }
+            if (s.trackedKeys > kMaxKeys) {
+                ++overKeys;
+            }
+            if ((s.allocatedBytes > s.byteBound || s.trackedKeys > kMaxKeys) &&
+                firstViolation == kKeys) {
+                firstViolation = i;
+            }
+        }
+    }
+    const std::size_t rssAfter = residentBytes();
+    const ratelimit::MemoryStats s = storage.stats();
+
+    CAPTURE(firstViolation, largestAllocated, s.byteBound, s.allocatedBytes, s.trackedKeys,
+            s.spilledCalls, rssBefore, rssAfter);
+    CHECK(overBound == 0);
+    CHECK(overKeys == 0);
+    REQUIRE(s.allocatedBytes <= s.byteBound);
+    REQUIRE(s.trackedKeys <= kMaxKeys);
+    REQUIRE(s.spilledCalls > 0);  // the bound was reached, so the test measured something
+    const std::size_t growth = rssAfter > rssBefore ? rssAfter - rssBefore : 0;
+    CAPTURE(growth);
+    REQUIRE(growth <= s.byteBound + kSlack);
+}
+
+TEST_CASE("MemoryStorage: bytes per key stay within a documented bound",
+          "[unit][storage][memory]") {
+    // A regression in these sizes changes every storage's byte bound: notice it here.
+    STATIC_REQUIRE(sizeof(ratelimit::TokenBucketModel::State) == 16);
+    STATIC_REQUIRE(sizeof(ratelimit::LeakyBucketModel::State) == 16);
+    STATIC_REQUIRE(sizeof(ratelimit::FixedWindowModel::State) == 24);
+    STATIC_REQUIRE(sizeof(ratelimit::SlidingCounterModel::State) == 32);
+    STATIC_REQUIRE(sizeof(ratelimit::SlidingLogModel::State) ==
+                   sizeof(std::vector<ratelimit::SlidingLogModel::Run>));
+    STATIC_REQUIRE(sizeof(ratelimit::SlidingLogModel::Run) == 16);
+
+    // Measured at 2^20 keys (12 keys per 16-slot group, 4/3 slots per key): 56, 66, 66, 77
+    // and 2840 bytes; the bounds leave room for padding, not for another layout.
+    constexpr std::size_t kMaxKeys = std::size_t{1} << 20;
+    const auto perKey = [](auto model) {
+        using Model = decltype(model);
+        MemoryStorage storage{{.maxKeys = kMaxKeys}};
+        const ManualLimiter<Model> limiter{Limit::perSecond(10), storage, ManualClock{}};
+        return storage.stats().byteBound / kMaxKeys;
+    };
+    const std::size_t tokenBucket = perKey(ratelimit::TokenBucketModel{});
+    const std::size_t leakyBucket = perKey(ratelimit::LeakyBucketModel{});
+    const std::size_t fixedWindow = perKey(ratelimit::FixedWindowModel{});
+    const std::size_t slidingCounter = perKey(ratelimit::SlidingCounterModel{});
+    const std::size_t slidingLog = perKey(ratelimit::SlidingLogModel{});
+    // The sliding log's bound counts its runs per slot: 64 + 1 by default, a vector may double.
+    const std::size_t runBytesPerSlot =
+        std::size_t{2} * (64 + 1) * sizeof(ratelimit::SlidingLogModel::Run);
+    CAPTURE(tokenBucket, leakyBucket, fixedWindow, slidingCounter, slidingLog, runBytesPerSlot);
+    CHECK(tokenBucket <= 72);
+    CHECK(leakyBucket <= 80);
+    CHECK(fixedWindow <= 80);
+    CHECK(slidingCounter <= 96);
+    CHECK(slidingLog <= 96 + runBytesPerSlot * 3 / 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// At the bound: spilling
+
+TEST_CASE("MemoryStorage: maxKeys distinct keys each get an entry of their own",
+          "[unit][storage][memory]") {
+    // DESIGN.md: "at most maxKeys entries ... At the bound a new key shares one of a fixed set
+    // of spill entries". Below the bound no key may spill, whatever the hash seed.
+    constexpr std::size_t kMaxKeys = 1000;
+    for (const std::uint64_t seed : {1U, 2U, 3U, 4U, 5U, 6U, 7U, 8U}) {
+        CAPTURE(seed);
+        EventLog log;
+        ManualClock clock;
+        MemoryStorage storage{{.maxKeys = kMaxKeys, .seed = seed, .onEvent = log.hook()}};
+        ManualLimiter<ratelimit::TokenBucketModel> limiter{Limit::perMinute(5), storage, clock};
+        std::size_t refused = 0;
+        for (std::size_t i = 0; i < kMaxKeys; ++i) {
+            refused += limiter.tryAcquire("key-" + std::to_string(i)).allowed ? 0U : 1U;
+        }
+        const ratelimit::MemoryStats below = storage.stats();
+        CHECK(refused == 0);
+        CHECK(below.spilledCalls == 0);
+        CHECK(below.trackedKeys == kMaxKeys);
+        CHECK(log.events.empty());
+
+        (void)limiter.tryAcquire("one-too-many");
+        CHECK(storage.stats().spilledCalls == 1);
+        CHECK(log.count(MemoryEvent::kSpillStarted) == 1);
+    }
+}
+
+TEST_CASE("MemoryStorage: a flood of new keys never resets or unlimits a tracked key",
+          "[unit][storage][memory]") {
+    constexpr std::size_t kMaxKeys = 1000;
+    constexpr std::size_t kSpillEntries = 64;
+    constexpr std::size_t kTracked = 100;
+    const Limit limit = Limit::perMinute(5);  // burst 5, one token per 12 s
+    for (const std::uint64_t seed : {1U, 2U, 3U, 4U, 5U, 6U, 7U, 8U}) {
+        CAPTURE(seed);
+        EventLog log;
+        ManualClock clock;
+        clock.set(1h);
+        MemoryStorage storage{{.maxKeys = kMaxKeys,
+                               .spillEntries = kSpillEntries,
+                               .seed = seed,
+                               .onEvent = log.hook()}};
+        ManualLimiter<ratelimit::TokenBucketModel> limiter{
+            limit, storage, clock, {.name = "flooded"}};
+
+        // Exhaust the tracked keys; time stays frozen until the flood is over.
+        std::vector<ratelimit::Decision> exhausted;
+        for (std::size_t i = 0; i < kTracked; ++i) {
+            const std::string key = "tracked-" + std::to_string(i);
+            REQUIRE(drain(limiter, key, 100) == limit.burst);
+            exhausted.push_back(limiter.tryAcquire(key));
+            REQUIRE_FALSE(exhausted.back().allowed);
+        }
+        REQUIRE(log.events.empty());
+
+        // The flood: 10x maxKeys keys never seen before, one call each.
+        std::int64_t floodAdmitted = 0;
+        for (std::size_t i = 0; i < 10 * kMaxKeys; ++i) {
+            floodAdmitted += limiter.tryAcquire("flood-" + std::to_string(i)).allowed ? 1 : 0;
+        }
+        const ratelimit::MemoryStats afterFlood = storage.stats();
+        CAPTURE(afterFlood.trackedKeys, afterFlood.spilledCalls, floodAdmitted);
+        REQUIRE(afterFlood.spilledCalls > 0);
+        CHECK(afterFlood.trackedKeys <= kMaxKeys);
+        // Spilled keys are limited together: at most one burst per spill entry on top of the
+        // entries that were still free.
+        CHECK(floodAdmitted <= static_cast<std::int64_t>(kMaxKeys - kTracked) +
+                                   static_cast<std::int64_t>(kSpillEntries) * limit.burst);
+        // One episode, heard once: no end while every entry is still in use.
+        CHECK(log.count(MemoryEvent::kSpillStarted) == 1);
+        CHECK(log.count(MemoryEvent::kSpillEnded) == 0);
+        for (const std::string& name : log.names) {
+            CHECK(name == "flooded");
+        }
+
+        // The tracked keys are exactly as exhausted as before.
+        for (std::size_t i = 0; i < kTracked; ++i) {
+            const ratelimit::Decision d = limiter.tryAcquire("tracked-" + std::to_string(i));
+            CAPTURE(i);
+            CHECK_FALSE(d.allowed);
+            CHECK(d.retryAfter == exhausted[i].retryAfter);
+            CHECK(d.remaining == 0);
+        }
+
+        // A spilled key hammered is refused after at most the limit; resetting it (it shares its
+        // entry) unlimits nothing. The flood ended long after the bound, so its last key spilled.
+        const std::string spilled = "flood-" + std::to_string(10 * kMaxKeys - 1);
+        limiter.reset(spilled);
+        CHECK(drain(limiter, spilled, 100) <= limit.burst);
+        CHECK_FALSE(limiter.tryAcquire(spilled).allowed);
+
+        // Time passes, entries become fresh: the next new key has an entry of its own again.
+        const std::uint64_t spilledBefore = storage.stats().spilledCalls;
+        clock.advance(freshAfter(limit));
+        CHECK(limiter.tryAcquire("after-the-flood").allowed);
+        CHECK(storage.stats().spilledCalls == spilledBefore);
+        CHECK(log.count(MemoryEvent::kSpillStarted) == 1);
+        CHECK(log.count(MemoryEvent::kSpillEnded) == 1);
+        REQUIRE_FALSE(log.events.empty());
+        CHECK(log.events.back() == MemoryEvent::kSpillEnded);
+        // And the tracked keys are fresh: a full burst each.
+        CHECK(drain(limiter, "tracked-0", 100) == limit.burst);
+    }
+}
+
+TEST_CASE("MemoryStorage: a peek at a spilled key answers from its spill entry",
+          "[unit][storage][memory]") {
+    // peek(key) is "the decision tryAcquire(key) would return now", and cost 0 "reports the
+    // current state". Once the storage spills, a new key's state is its spill entry's.
+    ManualClock clock;
+    MemoryStorage storage{{.maxKeys = 8, .spillEntries = 1, .seed = 1}};
+    ManualLimiter<ratelimit::TokenBucketModel> limiter{Limit::perMinute(2), storage, clock};
+    for (int i = 0; i < 8; ++i) {
+        REQUIRE(limiter.tryAcquire("tracked-" + std::to_string(i)).allowed);
+    }
+    // The one spill entry is shared by every overflow key: two calls exhaust it.
+    CHECK(limiter.tryAcquire("overflow-a").allowed);
+    CHECK(limiter.tryAcquire("overflow-b").allowed);
+    REQUIRE(storage.stats().spilledCalls == 2);
+
+    const ratelimit::Decision peeked = limiter.peek("overflow-c");
+    const ratelimit::Decision zeroCost = limiter.tryAcquire("overflow-c", 0);
+    const ratelimit::Decision acquired = limiter.tryAcquire("overflow-c");
+    CAPTURE(peeked.allowed, peeked.remaining, zeroCost.remaining, acquired.allowed,
+            acquired.remaining, acquired.retryAfter.count());
+    REQUIRE_FALSE(acquired.allowed);
+    CHECK(peeked == acquired);
+    CHECK(zeroCost.remaining == acquired.remaining);
+    CHECK(zeroCost.resetAfter == acquired.resetAfter);
+}
+
+TEST_CASE("MemoryStorage: fresh entries elsewhere reach a new key within one sweep of the table",
+          "[unit][storage][memory]") {
+    // DESIGN.md: "a fresh entry is free space". White-box choice of keys, from the table's
+    // layout (16-slot groups, ceil(maxKeys / kKeysPerGroup) of them; a key's two candidate
+    // groups are the seeded SipHash digest's halves reduced by multiply-shift; k1 = seed ^
+    // 0x9e3779b97f4a7c15; the sweep cursor moves kSweepPerCall slots per inserting call): all
+    // maxKeys entries sit in groups 0-2, the new key can only go to group 3, and the sweep of
+    // its call looks at group 3 too. Fresh entries are reclaimed by the sweep (a constant
+    // number of slots per inserting call, no background thread), so such a key may spill for a
+    // while, but never after one pass of the sweep over the table. Should the layout change,
+    // the keys merely stop aiming at the corner.
+    constexpr std::uint64_t kSeed = 1;
+    constexpr std::size_t kSlots = ratelimit::detail::kGroupSlots;
+    constexpr std::size_t kMaxKeys = 3 * kSlots;
+    constexpr std::size_t kGroups =
+        (kMaxKeys + ratelimit::detail::kKeysPerGroup - 1) / ratelimit::detail::kKeysPerGroup;
+    STATIC_REQUIRE(kGroups >= 4);  // group 3 exists and may stay empty at maxKeys
+    const ratelimit::detail::SipHash128 hash(kSeed, kSeed ^ 0x9e3779b97f4a7c15ULL);
+    const auto groupOf = [](std::uint64_t h) {
+        return static_cast<std::size_t>((ratelimit::detail::UInt128{h} * kGroups) >> 64U);
+    };
+    std::array<std::vector<std::string>, 4> byGroup;  // keys whose two candidates are both g
+    std::vector<std::string> others;                  // keys that can go elsewhere
+    for (int i = 0; byGroup[0].size() < kSlots || byGroup[1].size() < kSlots ||
+                    byGroup[2].size() < kSlots || byGroup[3].empty() || others.size() < kSlots;
+         ++i) {
+        std::string key = "key-" + std::to_string(i);
+        const ratelimit::detail::Digest128 d = hash(key);
+        const std::size_t g = groupOf(d.low);
+        if (g == groupOf(d.high) && g < 4) {
+            byGroup.at(g).push_back(std::move(key));
+        } else {
+            others.push_back(std::move(key));
+        }
+    }
+
+    EventLog log;
+    ManualClock clock;
+    MemoryStorage storage{{.maxKeys = kMaxKeys, .seed = kSeed, .onEvent = log.hook()}};
+    ManualLimiter<ratelimit::TokenBucketModel> limiter{Limit::perMinute(2), storage, clock};
+    std::size_t insertingCalls = 0;
+    for (std::size_t g = 0; g < 3; ++g) {
+        for (std::size_t i = 0; i < kSlots; ++i) {
+            REQUIRE(limiter.tryAcquire(byGroup.at(g).at(i)).allowed);
+            ++insertingCalls;
+        }
+    }
+    REQUIRE(storage.stats().trackedKeys == kMaxKeys);
+    REQUIRE(storage.stats().spilledCalls == 0);
+    // More new keys spill (nothing is fresh yet) until the sweep cursor points into group 3.
+    constexpr std::size_t kPerGroup = kSlots / MemoryStorage::kSweepPerCall;
+    for (std::size_t i = 0; insertingCalls % (kGroups * kPerGroup) != 3 * kPerGroup; ++i) {
+        (void)limiter.tryAcquire(others[i]);
+        ++insertingCalls;
+    }
+
+    clock.advance(1h);  // every entry is fresh: free space
+    // One pass of the sweep over the whole table, driven by other new keys.
+    for (std::size_t i = 0; i < kGroups * kPerGroup; ++i) {
+        (void)limiter.tryAcquire(others.at(kSlots - 1 - (i % kSlots)) + "-again-" +
+                                 std::to_string(i));
+    }
+    const std::uint64_t spilledBefore = storage.stats().spilledCalls;
+    CHECK(limiter.tryAcquire(byGroup[3][0]).allowed);
+    CHECK(storage.stats().spilledCalls == spilledBefore);
+    CHECK(storage.stats().trackedKeys <= kMaxKeys);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sweeping and reuse
+
+TEST_CASE("MemoryStorage: no call sweeps more than kSweepPerCall slots",
+          "[unit][storage][memory]") {
+    EventLog log;
+    ManualClock clock;
+    MemoryStorage storage{{.maxKeys = 256, .seed = 7, .onEvent = log.hook()}};
+    ManualLimiter<ratelimit::FixedWindowModel> windows{
+        Limit::perSecond(3), storage, clock, {.name = "windows"}};
+    ManualLimiter<ratelimit::TokenBucketModel> buckets{
+        Limit::perSecond(3), storage, clock, {.name = "buckets"}};
+    std::uint64_t calls = 0;
+    for (int i = 0; i < 20'000; ++i) {
+        const std::string key = "key-" + std::to_string(i % 3000);
+        (void)windows.tryAcquire(key);
+        (void)buckets.tryAcquire(key, i % 4);
+        (void)buckets.peek(key);
+        calls += 3;
+        if (i % 7 == 0) {
+            windows.reset(key);
+            ++calls;
+        }
+        if (i % 500 == 0) {
+            clock.advance(700ms);
+        }
+    }
+    const ratelimit::MemoryStats s = storage.stats();
+    CAPTURE(calls, s.sweeps, s.sweptSlots, s.spilledCalls, s.trackedKeys);
+    REQUIRE(s.sweeps > 0);
+    CHECK(s.sweeps <= calls);
+    CHECK(s.sweptSlots <= s.sweeps * MemoryStorage::kSweepPerCall);
+    CHECK(s.trackedKeys <= 256);
+}
+
+TEMPLATE_TEST_CASE("MemoryStorage: fresh entries are reused by new keys", "[unit][storage][memory]",
+                   ratelimit::TokenBucketModel, ratelimit::LeakyBucketModel,
+                   ratelimit::FixedWindowModel, ratelimit::SlidingCounterModel,
+                   ratelimit::SlidingLogModel) {
+    constexpr std::size_t kMaxKeys = 1000;
+    constexpr std::size_t kBatch = kMaxKeys / 2;
+    constexpr std::size_t kRounds = 20;  // 10'000 distinct keys: 10x maxKeys
+    const Limit limit = Limit::perSecond(4);
+    EventLog log;
+    ManualClock clock;
+    MemoryStorage storage{{.maxKeys = kMaxKeys, .seed = 11, .onEvent = log.hook()}};
+    ManualLimiter<TestType> limiter{limit, storage, clock};
+
+    std::size_t refused = 0;
+    std::size_t overKeys = 0;
+    std::vector<std::size_t> trackedAfterRound;
+    for (std::size_t round = 0; round < kRounds; ++round) {
+        for (std::size_t i = 0; i < kBatch; ++i) {
+            const std::string key = "r" + std::to_string(round) + "-k" + std::to_string(i);
+            refused += limiter.tryAcquire(key, 2).allowed ? 0U : 1U;
+            overKeys += storage.stats().trackedKeys > kMaxKeys ? 1U : 0U;
+        }
+        trackedAfterRound.push_back(storage.stats().trackedKeys);
+        clock.advance(freshAfter(limit));  // the whole batch goes idle and fresh
+    }
+    const ratelimit::MemoryStats s = storage.stats();
+    CAPTURE(s.trackedKeys, s.spilledCalls, s.sweeps, refused);
+    CHECK(refused == 0);
+    CHECK(overKeys == 0);
+    CHECK(s.spilledCalls == 0);
+    CHECK(log.events.empty());
+    // Entries of idle keys were freed or reused: tracked keys stay near one batch, far below
+    // the 10'000 keys seen.
+    for (std::size_t round = 0; round < kRounds; ++round) {
+        CAPTURE(round, trackedAfterRound[round]);
+        CHECK(trackedAfterRound[round] <= kBatch + kBatch / 2);
+    }
+    // A key of the first round, long idle, meets a fresh limit.
+    CHECK(drain(limiter, "r0-k0", 100) == capacityOf<TestType>(limit));
+}
+
+TEST_CASE("MemoryStorage: peeks and zero costs take no entry", "[unit][storage][memory]") {
+    ManualClock clock;
+    MemoryStorage storage{{.maxKeys = 16}};
+    ManualLimiter<ratelimit::SlidingCounterModel> limiter{Limit::perMinute(3), storage, clock};
+    for (int i = 0; i < 100; ++i) {
+        const std::string key = "peeked-" + std::to_string(i);
+        CHECK(limiter.peek(key).allowed);
+        CHECK(limiter.tryAcquire(key, 0).allowed);
+        limiter.reset(key);
+    }
+    const ratelimit::MemoryStats s = storage.stats();
+    CHECK(s.trackedKeys == 0);
+    CHECK(s.spilledCalls == 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Keys are data
+
+TEST_CASE("MemoryStorage: empty and binary keys are distinct keys", "[unit][storage][memory]") {
+    using namespace std::string_literals;
+    std::vector<std::string> keys = {
+        ""s,
+        "\0"s,
+        "\0\0"s,
+        "\xFF"s,
+        "\xFF\xFF"s,
+        "a"s,
+        "a\0"s,
+        "\0a"s,
+        "a\0b"s,
+        std::string(15, 'x'),
+        std::string(15, 'x') + '\0',  // 16: the longest inline key
+        std::string(16, 'x'),
+        std::string(16, 'x') + '\0',  // 17: the shortest digested key
+        std::string(17, 'x'),
+        std::string(16, '\0'),
+        std::string(17, '\0'),
+        std::string(16, '\xFF'),
+        std::string(17, '\xFF'),
+        std::string(65536, 'z'),
+        std::string(65535, 'z') + 'y',
+        'y' + std::string(65535, 'z'),
+        std::string(65535, 'z'),
+        std::string(65536, '\0'),
+    };
+    std::string nearMiss = std::string(16, 'x');
+    nearMiss[15] = 'y';  // inline keys differing only in the last byte
+    keys.push_back(nearMiss);
+    nearMiss.push_back('x');  // digested keys differing only in byte 16
+    keys.push_back(nearMiss);
+
+    ManualClock clock;
+    MemoryStorage storage{{.maxKeys = 1024, .seed = 3}};
+    ManualLimiter<ratelimit::FixedWindowModel> limiter{Limit::perMinute(1), storage, clock};
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+        CAPTURE(i, keys[i].size());
+        CHECK(limiter.tryAcquire(keys[i]).allowed);  // fresh: no earlier key shares its entry
+    }
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+        CAPTURE(i, keys[i].size());
+        CHECK_FALSE(limiter.tryAcquire(keys[i]).allowed);
+    }
+    REQUIRE(storage.stats().trackedKeys == keys.size());
+    REQUIRE(storage.stats().spilledCalls == 0);
+
+    // Resetting one key leaves every other one as it was.
+    limiter.reset(std::string(16, 'x'));
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+        CAPTURE(i, keys[i].size());
+        CHECK(limiter.peek(keys[i]).allowed == (keys[i] == std::string(16, 'x')));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Several limiters, one storage
+
+TEST_CASE("MemoryStorage: limiters share a storage by name, model and limit",
+          "[unit][storage][memory]") {
+    ManualClock clock;
+    MemoryStorage storage{{.maxKeys = 64}};
+    const Limit limit = Limit::perMinute(2);
+    ManualLimiter<ratelimit::TokenBucketModel> first{limit, storage, clock, {.name = "api"}};
+
+    SECTION("different names: independent keys") {
+        ManualLimiter<ratelimit::TokenBucketModel> other{limit, storage, clock, {.name = "login"}};
+        REQUIRE(drain(first, "k", 10) == 2);
+        CHECK(drain(other, "k", 10) == 2);
+    }
+    SECTION("same name, model and limit: shared keys") {
+        ManualLimiter<ratelimit::TokenBucketModel> twin{limit, storage, clock, {.name = "api"}};
+        REQUIRE(first.tryAcquire("k").allowed);
+        CHECK(twin.tryAcquire("k").allowed);
+        CHECK_FALSE(twin.tryAcquire("k").allowed);
+        CHECK_FALSE(first.tryAcquire("k").allowed);
+        twin.reset("k");
+        CHECK(first.tryAcquire("k").allowed);
+    }
+    SECTION("same name and model with another limit: rejected") {
+        using Bucket = ManualLimiter<ratelimit::TokenBucketModel>;
+        REQUIRE_THROWS_AS(Bucket(Limit::perMinute(3), storage, clock, {.name = "api"}),
+                          std::invalid_argument);
+        REQUIRE_THROWS_AS(Bucket(limit.withBurst(5), storage, clock, {.name = "api"}),
+                          std::invalid_argument);
+        REQUIRE_THROWS_AS(Bucket(Limit::per(2, 61s), storage, clock, {.name = "api"}),
+                          std::invalid_argument);
+        const std::string message = invalidArgumentMessage(
+            [&] { (void)Bucket(Limit::perMinute(3), storage, clock, {.name = "api"}); });
+        CAPTURE(message);
+        CHECK(message.find("api") != std::string::npos);
+        // The existing limiter is untouched.
+        CHECK(drain(first, "k", 10) == 2);
+    }
+    SECTION("the same name with another model: independent keys") {
+        ManualLimiter<ratelimit::FixedWindowModel> window{
+            Limit::perMinute(7), storage, clock, {.name = "api"}};
+        REQUIRE(drain(first, "k", 10) == 2);
+        CHECK(drain(window, "k", 10) == 7);
+    }
+    SECTION("LeakyBucket and Gcra are one model: same name, same keys") {
+        ratelimit::LeakyBucket<MemoryStorage, ManualClock> leaky{
+            limit, storage, clock, {.name = "meter"}};
+        ratelimit::Gcra<MemoryStorage, ManualClock> gcra{limit, storage, clock, {.name = "meter"}};
+        REQUIRE(drain(leaky, "k", 10) == 2);
+        CHECK_FALSE(gcra.tryAcquire("k").allowed);
+    }
+}
+
+TEST_CASE("MemoryStorage: maxKeys bounds the entries of all limiters together",
+          "[unit][storage][memory]") {
+    EventLog log;
+    ManualClock clock;
+    MemoryStorage storage{{.maxKeys = 8, .seed = 5, .onEvent = log.hook()}};
+    ManualLimiter<ratelimit::TokenBucketModel> a{
+        Limit::perMinute(1), storage, clock, {.name = "a"}};
+    ManualLimiter<ratelimit::FixedWindowModel> b{
+        Limit::perMinute(1), storage, clock, {.name = "b"}};
+    for (int i = 0; i < 8; ++i) {
+        REQUIRE(a.tryAcquire("k" + std::to_string(i)).allowed);
+    }
+    REQUIRE(storage.stats().trackedKeys == 8);
+    REQUIRE(storage.stats().spilledCalls == 0);
+    (void)b.tryAcquire("k0");
+    CHECK(storage.stats().trackedKeys == 8);
+    CHECK(storage.stats().spilledCalls == 1);
+    REQUIRE(log.events.size() == 1);
+    CHECK(log.events[0] == MemoryEvent::kSpillStarted);
+    CHECK(log.names[0] == "b");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Options and reset
+
+TEST_CASE("MemoryStorage: options out of range throw naming the field", "[unit][storage][memory]") {
+    const auto make = [](const MemoryStorage::Options& o) {
+        return [o] { (void)MemoryStorage{o}; };
+    };
+
+    CHECK_THROWS_AS(make({.maxKeys = 0})(), std::invalid_argument);
+    CHECK_THROWS_AS(make({.spillEntries = 0})(), std::invalid_argument);
+    CHECK_THROWS_AS(make({.maxKeys = (std::size_t{1} << 31) + 1})(), std::invalid_argument);
+    CHECK_THROWS_AS(make({.spillEntries = 65537})(), std::invalid_argument);
+
+    const std::string maxKeys = invalidArgumentMessage(make({.maxKeys = 0}));
+    const std::string spill = invalidArgumentMessage(make({.spillEntries = 0}));
+    CAPTURE(maxKeys, spill);
+    CHECK(maxKeys.find("maxKeys") != std::string::npos);
+    CHECK(maxKeys.find("got 0") != std::string::npos);
+    CHECK(spill.find("spillEntries") != std::string::npos);
+    CHECK(spill.find("got 0") != std::string::npos);
+
+    CHECK_NOTHROW(make({.maxKeys = 1, .spillEntries = 1})());
+    CHECK_NOTHROW(make({.spillEntries = 65536})());
+}
+
+TEMPLATE_TEST_CASE("MemoryStorage: reset makes a key fresh", "[unit][storage][memory]",
+                   ratelimit::TokenBucketModel, ratelimit::LeakyBucketModel,
+                   ratelimit::FixedWindowModel, ratelimit::SlidingCounterModel,
+                   ratelimit::SlidingLogModel) {
+    const Limit limit = Limit::perMinute(4).withBurst(3);
+    const std::int64_t capacity = capacityOf<TestType>(limit);
+    ManualClock clock;
+    clock.set(90s);
+    MemoryStorage storage{{.maxKeys = 1, .seed = 9}};
+    ManualLimiter<TestType> limiter{limit, storage, clock};
+
+    REQUIRE(drain(limiter, "a", 100) == capacity);
+    REQUIRE_FALSE(limiter.peek("a").allowed);
+    limiter.reset("a");
+    const ratelimit::Decision fresh = limiter.peek("a", 0);
+    CHECK(fresh.allowed);
+    CHECK(fresh.remaining == capacity);
+    CHECK(fresh.resetAfter == 0ns);
+
+    SECTION("the key meets its full limit again") { CHECK(drain(limiter, "a", 100) == capacity); }
+    SECTION("its entry is free space for another key") {
+        REQUIRE(storage.stats().trackedKeys == 1);
+        CHECK(drain(limiter, "b", 100) == capacity);
+        CHECK(storage.stats().spilledCalls == 0);
+    }
+    SECTION("resetting an unknown key creates nothing") {
+        limiter.reset("never-seen");
+        CHECK(storage.stats().trackedKeys == 1);
+        CHECK(limiter.peek("never-seen", 0).remaining == capacity);
+    }
+}
