@@ -74,10 +74,10 @@ std::optional<Fields> fieldsOf(const TokenBucketModel::State& s) {
 }
 
 std::optional<Fields> fieldsOf(const LeakyBucketModel::State& s) {
-    if (s.tat == LeakyBucketModel::State{}.tat) {
+    if (s.last == 0 && s.tatAhead == 0) {
         return std::nullopt;
     }
-    return Fields{{"tat", str(s.tat)}, {"frac", str(s.tatFraction)}, {"last", str(s.last)}};
+    return Fields{{"last", str(s.last)}, {"ahead", str(s.tatAhead)}};
 }
 
 std::optional<Fields> fieldsOf(const FixedWindowModel::State& s) {
@@ -164,7 +164,7 @@ return {decision, pttl, expireTime, hash, before, after}
 
 std::int64_t limitOf(bool bucket, const Quota& q) { return bucket ? q.burst : q.count; }
 
-/// EVAL's arguments after the script: numkeys, key, ARGV[1..12].
+/// EVAL's arguments after the script: numkeys, key, ARGV[1..13].
 std::vector<std::string> evalArgs(const std::string& script, std::string_view key,
                                   const std::string& now, std::int64_t cost, bool consume,
                                   std::int64_t phase, const Quota& q, std::int64_t limit) {
@@ -183,7 +183,8 @@ std::vector<std::string> evalArgs(const std::string& script, std::string_view ke
             str(q.unitsPerTick),
             str(q.capacityUnits),
             str(q.maxRunsPerKey),
-            str(limit)};
+            str(limit),
+            str(q.lateTolerance)};
 }
 
 std::vector<std::string_view> views(const std::vector<std::string>& v) {
