@@ -13,6 +13,26 @@
 namespace ratelimit {
 inline namespace v1 {
 
+namespace detail {
+
+/// `d` in nanoseconds, exactly. Defined before `Limit` so its factories are constant
+/// expressions for every compiler. Throws: `std::invalid_argument` when `d` is not a whole
+/// number of nanoseconds or does not fit.
+template <class Rep, class Period>
+constexpr std::chrono::nanoseconds toNanoseconds(std::chrono::duration<Rep, Period> d) {
+    using Ratio = std::ratio_divide<Period, std::nano>;
+    const Int128 scaled = static_cast<Int128>(d.count()) * Ratio::num;
+    if (scaled % Ratio::den != 0) {
+        throwInvalidArgument("Limit.period must be a whole number of nanoseconds");
+    }
+    if (scaled / Ratio::den > kInt64Max) {
+        throwInvalidArgument("Limit.period is too long (above 2^63 ns, 292 years)");
+    }
+    return std::chrono::nanoseconds{static_cast<std::int64_t>(scaled / Ratio::den)};
+}
+
+}  // namespace detail
+
 /// The rule: `count` requests per `period`, with an optional `burst` (bucket capacity).
 ///
 /// One type for every algorithm, so switching algorithm never means rewriting configuration.
@@ -39,7 +59,7 @@ struct Limit {
         static_assert(std::is_integral_v<Rep>,
                       "ratelimit::Limit::per needs an integral duration (e.g. 90s or 1500ms), "
                       "so the rate stays an exact rational");
-        return Limit{count, toNanoseconds(period), count, Checked{}};
+        return Limit{count, detail::toNanoseconds(period), count, Checked{}};
     }
     static constexpr Limit perSecond(std::int64_t count) {
         return per(count, std::chrono::seconds{1});
@@ -87,19 +107,6 @@ private:
                     Checked /*validated*/)
         : count(countIn), period(periodIn), burst(burstIn) {
         validate();
-    }
-
-    template <class Rep, class Period>
-    static constexpr std::chrono::nanoseconds toNanoseconds(std::chrono::duration<Rep, Period> d) {
-        using Ratio = std::ratio_divide<Period, std::nano>;
-        const detail::Int128 scaled = static_cast<detail::Int128>(d.count()) * Ratio::num;
-        if (scaled % Ratio::den != 0) {
-            detail::throwInvalidArgument("Limit.period must be a whole number of nanoseconds");
-        }
-        if (scaled / Ratio::den > detail::kInt64Max) {
-            detail::throwInvalidArgument("Limit.period is too long (above 2^63 ns, 292 years)");
-        }
-        return std::chrono::nanoseconds{static_cast<std::int64_t>(scaled / Ratio::den)};
     }
 };
 
