@@ -678,7 +678,7 @@ void checkClockRangeEnds(const Limit& limit) {
         CHECK(more.retryAfter > Nanos{0});
         CHECK(more.retryAfter <= longestWait<L>(limit));
         CHECK(limiter.peek("k", 0, base).remaining == 0);
-        if (more.retryAfter <= TimePoint::max() - base) {
+        if (base <= TimePoint::max() - more.retryAfter) {  // max() - base overflows for base < 0
             CHECK(limiter.tryAcquire("k", 1, base + more.retryAfter).allowed);
         }
     }
