@@ -313,7 +313,6 @@ TEST_CASE("FixedWindow: a client retrying at retryAfter gets exactly count per w
     noDriftRuns(10'000'000);  // over 10^7 requests in all
 }
 
-
 TEST_CASE("FixedWindow: a window of 2^62 ns or more is refused at construction",
           "[fixed_window][memory]") {
     ManualClock clock;

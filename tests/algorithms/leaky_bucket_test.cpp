@@ -370,7 +370,6 @@ TEST_CASE("LeakyBucket: a client retrying at retryAfter gets exactly the rate, n
     noDrift(10'000'000);  // over 10^7 requests in all
 }
 
-
 TEST_CASE("LeakyBucket: a limit beyond the 2^62 unit bound is refused at construction",
           "[leaky_bucket][memory]") {
     ManualClock clock;
