@@ -67,7 +67,9 @@ public:
           options_(std::move(options)),
           table_(storage_.template table<Model>(options_, quota_)) {}
 
-    /// Decides whether `key` may spend `cost` now, and spends it if so.
+    /// Decides whether `key` may spend `cost` now, and spends it if so. The clock is read where
+    /// the storage applies the step (in memory: inside the key's critical section), so calls on
+    /// one key take effect in the order of their times.
     ///
     /// Any byte string is a key, the empty one included. `cost == 0` is a peek: allowed, nothing
     /// changes. A refusal consumes nothing. A cost above the limit is refused with
@@ -79,7 +81,9 @@ public:
     }
 
     /// `tryAcquire` at a time the caller already read from this limiter's clock (not offered
-    /// for a store-side clock, whose time only the store reads).
+    /// for a store-side clock, whose time only the store reads). A time earlier than the key's
+    /// last write is a clock step back (the rebase rule of the README): threads that share a key
+    /// and pass times they read earlier should set `LimiterOptions::lateCallTolerance`.
     Decision tryAcquire(std::string_view key, std::int64_t cost,
                         time_point now) requires(!detail::kStoreSideClock<Clock>) {
         return step(key, cost, now, true);
