@@ -7,14 +7,13 @@
 //
 // The parent starts a second copy of itself (posix_spawn, `--child`), which reports how many it
 // was admitted through its exit status.
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstdlib>
+#include <spawn.h>
 #include <string>
 #include <string_view>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <vector>
 
 #include <ratelimit/redis.hpp>
@@ -26,7 +25,9 @@ namespace {
 int admitted(const ratelimit::RedisStorage& redis, const std::string& key, int attempts) {
     // Fail closed: a demo of exactness should not count a degraded answer as admitted.
     ratelimit::TokenBucket<ratelimit::RedisStorage> shared{
-        ratelimit::Limit::perHour(20), redis, {},
+        ratelimit::Limit::perHour(20),
+        redis,
+        {},
         {.name = "redis-shared-demo", .failurePolicy = ratelimit::FailurePolicy::kFailClosed}};
     int count = 0;
     for (int i = 0; i < attempts; ++i) {
@@ -98,9 +99,10 @@ int main(int argc, char** argv) {
         return 1;
     }
     const int theirs = WEXITSTATUS(status);
-    std::printf("process %ld: %d of 10 admitted\nprocess %ld: %d of 30 admitted\n"
-                "process %ld: %d of 20 admitted\n%d in all (limit 20)\n",
-                static_cast<long>(::getpid()), before, static_cast<long>(pid), theirs,
-                static_cast<long>(::getpid()), after, before + theirs + after);
+    std::printf(
+        "process %ld: %d of 10 admitted\nprocess %ld: %d of 30 admitted\n"
+        "process %ld: %d of 20 admitted\n%d in all (limit 20)\n",
+        static_cast<long>(::getpid()), before, static_cast<long>(pid), theirs,
+        static_cast<long>(::getpid()), after, before + theirs + after);
     return before + theirs + after == 20 ? 0 : 1;
 }
