@@ -74,10 +74,7 @@ std::optional<Fields> fieldsOf(const TokenBucketModel::State& s) {
 }
 
 std::optional<Fields> fieldsOf(const LeakyBucketModel::State& s) {
-    if (s.last == 0 && s.tatAhead == 0) {
-        return std::nullopt;
-    }
-    return Fields{{"last", str(s.last)}, {"ahead", str(s.tatAhead)}};
+    return fieldsOf(static_cast<const TokenBucketModel::State&>(s));
 }
 
 std::optional<Fields> fieldsOf(const FixedWindowModel::State& s) {
