@@ -1,0 +1,477 @@
+// The in-memory limiters against in-run baselines (issue 4; style/details.md 2.9).
+//
+//   BM_<Algorithm>_Memory/keys:K/denied:D/cost:C/real_time/threads:T
+//     tryAcquire(key, cost) on a limiter with MemoryStorage and SteadyClock (the defaults).
+//     keys:1 is one hot key; keys:100000 and keys:1000000 go round-robin over that many keys of
+//     15 bytes ("user:" and ten digits), each thread starting at its own offset. denied:0 is a
+//     limit that admits every call of the run, denied:1 one that refuses every call (the keys
+//     are exhausted beforehand). All keys exist before timing starts (no insertion is timed).
+//     With threads, real time per check is the aggregate: wall time / checks of all threads.
+//   BM_<Algorithm>_Memory_GivenNow/...      tryAcquire(key, cost, now), the time read once
+//                                            before the loop: the step without the clock
+//   BM_TokenBucket_Memory_Hook/...          the same row with MemoryStorage::Options::onEvent
+//                                            set (it never fires): what the unused hook costs
+//   BM_Baseline_ClockRead                   SteadyClock::now() alone
+//   BM_Baseline_AtomicGcra/...              one std::atomic<int64_t> TAT per key position,
+//                                            updated by a CAS loop, the same SteadyClock, no
+//                                            key lookup at all (key i uses slot i): the floor
+//   BM_Baseline_AtomicGcra_GivenNow/...     the same with the time read once before the loop
+//   BM_Baseline_MutexMap/...                one std::mutex around std::unordered_map<
+//                                            std::string, bucket>, a naive double token bucket,
+//                                            the same clock read before the lock (as Go's
+//                                            x/time/rate does): a naive keyed limiter
+//
+// Every baseline fills the same `Decision` (allowed, limit, remaining, retryAfter, resetAfter)
+// the library returns, so a ratio compares equal answers. Every decision is sunk with
+// benchmark::DoNotOptimize, and every row checks after its loop that it took the path its
+// name says (all admitted, or all refused), or it fails with SkipWithError.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include <ratelimit/clock.hpp>
+#include <ratelimit/decision.hpp>
+#include <ratelimit/limit.hpp>
+#include <ratelimit/limiter.hpp>
+#include <ratelimit/storage/memory.hpp>
+
+namespace {
+
+using ratelimit::Decision;
+using ratelimit::Limit;
+using std::chrono::nanoseconds;
+
+// ---------------------------------------------------------------------------------------------
+// Limits. "Allowed" admits every call a run can make (the state is written on every call and
+// the buckets are never back to full); "denied" refuses every call after the key was
+// exhausted with kDeniedCount before timing.
+
+constexpr std::int64_t kDeniedCount = 10;
+constexpr std::int64_t kBucketRate = 1'000'000;           // per second
+constexpr std::int64_t kBucketBurst = 1'000'000'000'000;  // 10^12: never empties in a run
+constexpr std::int64_t kWindowCount = 1'000'000'000'000;  // per second
+
+template <class Model>
+Limit allowedLimit() {
+    if constexpr (Model::kBucket) {
+        return Limit::perSecond(kBucketRate).withBurst(kBucketBurst);
+    } else {
+        return Limit::perSecond(kWindowCount);
+    }
+}
+
+Limit deniedLimit() { return Limit::perDay(kDeniedCount); }
+
+// The baselines' bucket, in nanoseconds: emission interval and burst.
+struct BucketParams {
+    std::int64_t intervalNs;
+    std::int64_t burst;
+};
+
+BucketParams bucketParams(bool denied) {
+    if (denied) {
+        return {std::int64_t{86'400'000'000'000} / kDeniedCount, kDeniedCount};
+    }
+    return {std::int64_t{1'000'000'000} / kBucketRate, kBucketBurst};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Keys: `n` distinct keys of 15 bytes, built once per size and kept for the whole run.
+
+const std::vector<std::string>& keySet(std::size_t n) {
+    static std::mutex mutex;
+    static std::map<std::size_t, std::unique_ptr<std::vector<std::string>>> sets;
+    const std::lock_guard<std::mutex> lock(mutex);
+    auto& set = sets[n];
+    if (!set) {
+        set = std::make_unique<std::vector<std::string>>();
+        set->reserve(n);
+        char buffer[32];
+        for (std::size_t i = 0; i < n; ++i) {
+            const int length = std::snprintf(buffer, sizeof buffer, "user:%010zu", i);
+            set->emplace_back(buffer, static_cast<std::size_t>(length));
+        }
+    }
+    return *set;
+}
+
+// ---------------------------------------------------------------------------------------------
+// One fixture (a populated limiter or baseline) is shared by the threads of a row and by the
+// following rows with the same identity, so a million keys are inserted once, not once per
+// run of the function. Only one lives at a time: the tables are large.
+
+class Fixture {
+public:
+    Fixture() = default;
+    Fixture(const Fixture&) = delete;
+    Fixture& operator=(const Fixture&) = delete;
+    virtual ~Fixture() = default;
+};
+
+std::mutex gFixtureMutex;
+std::unique_ptr<Fixture> gFixture;
+std::string gFixtureId;
+
+template <class F, class... Args>
+F& sharedFixture(const std::string& id, const Args&... args) {
+    const std::lock_guard<std::mutex> lock(gFixtureMutex);
+    if (!gFixture || gFixtureId != id) {
+        gFixture.reset();  // free the previous table before building the next one
+        gFixtureId.clear();
+        gFixture = std::make_unique<F>(args...);
+        gFixtureId = id;
+    }
+    return static_cast<F&>(*gFixture);
+}
+
+void releaseFixture() {
+    const std::lock_guard<std::mutex> lock(gFixtureMutex);
+    gFixture.reset();
+    gFixtureId.clear();
+}
+
+std::string fixtureId(std::string_view kind, std::size_t keys, bool denied) {
+    return std::string(kind) + "/" + std::to_string(keys) + "/" + (denied ? "denied" : "allowed");
+}
+
+struct RowArgs {
+    std::size_t keys;
+    bool denied;
+    std::int64_t cost;
+};
+
+RowArgs rowArgs(const benchmark::State& state) {
+    return {static_cast<std::size_t>(state.range(0)), state.range(1) != 0, state.range(2)};
+}
+
+/// The timed loop every row shares: key `i` round-robin from this thread's offset, one
+/// decision per iteration, sunk; then the path check and the item count.
+template <class Decide>
+void runRow(benchmark::State& state, const std::vector<std::string>& keys, const RowArgs& args,
+            Decide&& decide) {
+    const std::size_t n = keys.size();
+    std::size_t i = static_cast<std::size_t>(state.thread_index()) * n /
+                    static_cast<std::size_t>(state.threads());
+    std::int64_t admitted = 0;
+    for (auto _ : state) {
+        const Decision d = decide(i, std::string_view(keys[i]), args.cost);
+        admitted += d.allowed ? 1 : 0;
+        benchmark::DoNotOptimize(d);
+        if (++i == n) {
+            i = 0;
+        }
+    }
+    state.SetItemsProcessed(state.iterations());
+    if (args.denied ? admitted != 0 : admitted != state.iterations()) {
+        state.SkipWithError(args.denied ? "a call of the denied path was admitted"
+                                        : "a call of the allowed path was refused");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The library.
+
+ratelimit::MemoryStorage::Options storageOptions(bool hook) {
+    ratelimit::MemoryStorage::Options options;  // maxKeys: the default, 10^6
+    if (hook) {
+        options.onEvent = [](ratelimit::MemoryEvent event, std::string_view name) {
+            benchmark::DoNotOptimize(event);
+            benchmark::DoNotOptimize(name);
+        };
+    }
+    return options;
+}
+
+template <class Model>
+class LimiterFixture final : public Fixture {
+public:
+    using Lim = ratelimit::Limiter<Model>;
+
+    LimiterFixture(std::size_t keyCount, bool denied, bool hook)
+        : storage(storageOptions(hook)),
+          limiter(denied ? deniedLimit() : allowedLimit<Model>(), storage),
+          keys(keySet(keyCount)) {
+        for (const std::string& key : keys) {
+            benchmark::DoNotOptimize(limiter.tryAcquire(key, denied ? kDeniedCount : 1));
+        }
+        spilled = storage.stats().spilledCalls;
+    }
+
+    ratelimit::MemoryStorage storage;
+    Lim limiter;
+    const std::vector<std::string>& keys;
+    std::uint64_t spilled = 0;
+};
+
+template <class Model>
+LimiterFixture<Model>& limiterFixture(const RowArgs& a, bool hook) {
+    return sharedFixture<LimiterFixture<Model>>(
+        fixtureId(std::string(Model::kName) + (hook ? "+hook" : ""), a.keys, a.denied), a.keys,
+        a.denied, hook);
+}
+
+template <class Model>
+void limiterRow(benchmark::State& state, bool hook) {
+    const RowArgs args = rowArgs(state);
+    auto& f = limiterFixture<Model>(args, hook);
+    if (f.spilled != 0) {
+        state.SkipWithError("keys spilled while the table was populated");
+        return;
+    }
+    runRow(state, f.keys, args, [&f](std::size_t, std::string_view key, std::int64_t cost) {
+        return f.limiter.tryAcquire(key, cost);
+    });
+}
+
+template <class Model>
+void BM_Limiter(benchmark::State& state) {
+    limiterRow<Model>(state, false);
+}
+
+template <class Model>
+void BM_LimiterHook(benchmark::State& state) {
+    limiterRow<Model>(state, true);
+}
+
+template <class Model>
+void BM_LimiterGivenNow(benchmark::State& state) {
+    const RowArgs args = rowArgs(state);
+    auto& f = limiterFixture<Model>(args, false);
+    const typename LimiterFixture<Model>::Lim::time_point now = f.limiter.clock().now();
+    runRow(state, f.keys, args, [&f, now](std::size_t, std::string_view key, std::int64_t cost) {
+        return f.limiter.tryAcquire(key, cost, now);
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Baselines.
+
+std::int64_t nowNs(const ratelimit::SteadyClock& clock) noexcept {
+    return clock.now().time_since_epoch().count();
+}
+
+void BM_Baseline_ClockRead(benchmark::State& state) {
+    const ratelimit::SteadyClock clock;
+    for (auto _ : state) {
+        const auto t = clock.now();
+        benchmark::DoNotOptimize(t);
+    }
+    state.SetItemsProcessed(state.iterations());
+}
+
+/// GCRA on one std::atomic<int64_t> theoretical arrival time (ns) per key position, advanced
+/// by a CAS loop: what a folly-style single-word bucket costs. Key i uses slot i: no lookup.
+class AtomicGcraFixture final : public Fixture {
+public:
+    AtomicGcraFixture(std::size_t keyCount, bool denied)
+        : keys(keySet(keyCount)),
+          params_(bucketParams(denied)),
+          tolerance_(params_.burst * params_.intervalNs),
+          tats_(std::make_unique<std::atomic<std::int64_t>[]>(keyCount)) {
+        const std::int64_t now = nowNs(clock);
+        for (std::size_t i = 0; i < keyCount; ++i) {
+            benchmark::DoNotOptimize(decide(i, denied ? kDeniedCount : 1, now));
+        }
+    }
+
+    Decision decide(std::size_t index, std::int64_t cost, std::int64_t now) noexcept {
+        std::atomic<std::int64_t>& tat = tats_[index];
+        const std::int64_t increment = cost * params_.intervalNs;
+        std::int64_t seen = tat.load(std::memory_order_relaxed);
+        Decision d;
+        d.limit = params_.burst;
+        for (;;) {
+            const std::int64_t base = std::max(seen, now);
+            const std::int64_t ahead = base + increment - now;  // new TAT - now
+            if (ahead > tolerance_) {
+                d.remaining = (tolerance_ - (base - now)) / params_.intervalNs;
+                d.retryAfter = nanoseconds{ahead - tolerance_};
+                d.resetAfter = nanoseconds{base - now};
+                return d;
+            }
+            if (tat.compare_exchange_weak(seen, base + increment, std::memory_order_acq_rel,
+                                          std::memory_order_relaxed)) {
+                d.allowed = true;
+                d.remaining = (tolerance_ - ahead) / params_.intervalNs;
+                d.resetAfter = nanoseconds{ahead};
+                return d;
+            }
+        }
+    }
+
+    const ratelimit::SteadyClock clock;
+    const std::vector<std::string>& keys;
+
+private:
+    BucketParams params_;
+    std::int64_t tolerance_;
+    std::unique_ptr<std::atomic<std::int64_t>[]> tats_;
+};
+
+void BM_Baseline_AtomicGcra(benchmark::State& state) {
+    const RowArgs args = rowArgs(state);
+    auto& f = sharedFixture<AtomicGcraFixture>(fixtureId("atomic_gcra", args.keys, args.denied),
+                                               args.keys, args.denied);
+    runRow(state, f.keys, args, [&f](std::size_t i, std::string_view, std::int64_t cost) {
+        return f.decide(i, cost, nowNs(f.clock));
+    });
+}
+
+void BM_Baseline_AtomicGcra_GivenNow(benchmark::State& state) {
+    const RowArgs args = rowArgs(state);
+    auto& f = sharedFixture<AtomicGcraFixture>(fixtureId("atomic_gcra", args.keys, args.denied),
+                                               args.keys, args.denied);
+    const std::int64_t now = nowNs(f.clock);
+    runRow(state, f.keys, args, [&f, now](std::size_t i, std::string_view, std::int64_t cost) {
+        return f.decide(i, cost, now);
+    });
+}
+
+/// The naive keyed limiter: one mutex, one std::unordered_map<std::string, bucket> (looked up
+/// by string_view, no temporary string), a double token bucket refilled on every call.
+class MutexMapFixture final : public Fixture {
+public:
+    MutexMapFixture(std::size_t keyCount, bool denied)
+        : keys(keySet(keyCount)),
+          burst_(bucketParams(denied).burst),
+          ratePerNs_(1.0 / static_cast<double>(bucketParams(denied).intervalNs)) {
+        map_.reserve(keyCount);
+        const std::int64_t now = nowNs(clock);
+        for (const std::string& key : keys) {
+            benchmark::DoNotOptimize(decide(key, denied ? kDeniedCount : 1, now));
+        }
+    }
+
+    Decision decide(std::string_view key, std::int64_t cost, std::int64_t now) {
+        const double burst = static_cast<double>(burst_);
+        const double wanted = static_cast<double>(cost);
+        Decision d;
+        d.limit = burst_;
+        const std::lock_guard<std::mutex> lock(mutex_);
+        auto it = map_.find(key);
+        if (it == map_.end()) {
+            it = map_.try_emplace(std::string(key), Bucket{burst, now}).first;
+        }
+        Bucket& b = it->second;
+        if (now > b.last) {
+            b.tokens = std::min(burst, b.tokens + static_cast<double>(now - b.last) * ratePerNs_);
+            b.last = now;
+        }
+        if (b.tokens >= wanted) {
+            b.tokens -= wanted;
+            d.allowed = true;
+        } else {
+            d.retryAfter =
+                nanoseconds{static_cast<std::int64_t>(std::ceil((wanted - b.tokens) / ratePerNs_))};
+        }
+        d.remaining = static_cast<std::int64_t>(b.tokens);
+        d.resetAfter =
+            nanoseconds{static_cast<std::int64_t>(std::ceil((burst - b.tokens) / ratePerNs_))};
+        return d;
+    }
+
+    const ratelimit::SteadyClock clock;
+    const std::vector<std::string>& keys;
+
+private:
+    struct Bucket {
+        double tokens;
+        std::int64_t last;
+    };
+    struct Hash {
+        using is_transparent = void;
+        std::size_t operator()(std::string_view s) const noexcept {
+            return std::hash<std::string_view>{}(s);
+        }
+    };
+
+    std::int64_t burst_;
+    double ratePerNs_;
+    std::mutex mutex_;
+    std::unordered_map<std::string, Bucket, Hash, std::equal_to<>> map_;
+};
+
+void BM_Baseline_MutexMap(benchmark::State& state) {
+    const RowArgs args = rowArgs(state);
+    auto& f = sharedFixture<MutexMapFixture>(fixtureId("mutex_map", args.keys, args.denied),
+                                             args.keys, args.denied);
+    runRow(state, f.keys, args, [&f](std::size_t, std::string_view key, std::int64_t cost) {
+        return f.decide(key, cost, nowNs(f.clock));
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Registration. Arguments are ordered keys, denied, cost so that consecutive rows (cost varies
+// fastest, then the thread count) share one populated fixture.
+
+void fullMatrix(benchmark::internal::Benchmark* b) {
+    b->ArgNames({"keys", "denied", "cost"})
+        ->ArgsProduct({{1, 100'000, 1'000'000}, {0, 1}, {1, 10}})
+        ->ThreadRange(1, 4)
+        ->UseRealTime();
+}
+
+void givenNowMatrix(benchmark::internal::Benchmark* b) {
+    b->ArgNames({"keys", "denied", "cost"})
+        ->ArgsProduct({{1, 100'000}, {0}, {1}})
+        ->Threads(1)
+        ->UseRealTime();
+}
+
+template <class Model>
+void registerAlgorithm(const std::string& name) {
+    benchmark::RegisterBenchmark(("BM_" + name + "_Memory").c_str(), &BM_Limiter<Model>)
+        ->Apply(fullMatrix);
+    benchmark::RegisterBenchmark(("BM_" + name + "_Memory_GivenNow").c_str(),
+                                 &BM_LimiterGivenNow<Model>)
+        ->Apply(givenNowMatrix);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    benchmark::RegisterBenchmark("BM_Baseline_ClockRead", &BM_Baseline_ClockRead)
+        ->ThreadRange(1, 4)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark("BM_Baseline_AtomicGcra", &BM_Baseline_AtomicGcra)
+        ->Apply(fullMatrix);
+    benchmark::RegisterBenchmark("BM_Baseline_AtomicGcra_GivenNow",
+                                 &BM_Baseline_AtomicGcra_GivenNow)
+        ->Apply(givenNowMatrix);
+    benchmark::RegisterBenchmark("BM_Baseline_MutexMap", &BM_Baseline_MutexMap)->Apply(fullMatrix);
+
+    registerAlgorithm<ratelimit::TokenBucketModel>("TokenBucket");
+    registerAlgorithm<ratelimit::LeakyBucketModel>("LeakyBucket");
+    registerAlgorithm<ratelimit::FixedWindowModel>("FixedWindow");
+    registerAlgorithm<ratelimit::SlidingCounterModel>("SlidingCounter");
+    registerAlgorithm<ratelimit::SlidingLogModel>("SlidingLog");
+    benchmark::RegisterBenchmark("BM_TokenBucket_Memory_Hook",
+                                 &BM_LimiterHook<ratelimit::TokenBucketModel>)
+        ->Apply(givenNowMatrix);
+
+    benchmark::AddCustomContext("ratelimit_max_keys", "1000000 (MemoryStorage default)");
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) {
+        return 1;
+    }
+    benchmark::RunSpecifiedBenchmarks();
+    releaseFixture();
+    benchmark::Shutdown();
+    return 0;
+}

@@ -1,0 +1,424 @@
+// RedisStorage against a bare hiredis EVALSHA loop of the same script, in the same run
+// (issue 4; style/details.md 2.9).
+//
+//   BM_<Algorithm>_Redis/keys:K/real_time/threads:T
+//     tryAcquire(key) on a limiter with RedisStorage (the default RedisServerClock: the script
+//     reads TIME), all threads sharing one RedisStorage (one pool). keys:1 is one hot key,
+//     keys:10000 goes round-robin from each thread's own offset. The limit admits every call
+//     of the run; a degraded or refused answer fails the row (SkipWithError).
+//   BM_Baseline_HiredisEvalsha_<Algorithm>/keys:K/real_time/threads:T
+//     The floor: each thread has its own blocking hiredis context and sends, with
+//     redisCommandArgv, the EVALSHA RedisStorage::Table sends (the script is
+//     detail::composeScript(Model::kLua, Model::kName), the arguments those of
+//     RedisStorage::Table::send), and reads the reply.
+//
+// The bench starts its own redis-server (tests/support/redis_server.hpp: a unix socket in a
+// fresh temporary directory, persistence off); without one every row fails with
+// SkipWithError("no redis-server: ..."), so a missing server never reads as a fast run.
+//
+// Counters: server_ns is the redis-server's CPU time per check (all its threads, from
+// /proc/<pid>/task/*/schedstat); the CPU column is the client threads' CPU time per check, so
+// busy-polling on either side shows next to the real time.
+//
+// Placement: run the binary under `taskset -c <cpus>`; RATELIMIT_BENCH_REDIS_CPUS=<list> pins
+// the server (every thread of it) with sched_setaffinity, e.g. server on CPU 0 and client on
+// CPU 1, or both on CPU 0. bench/run.sh runs both placements.
+//
+// `ratelimit_redis_bench --dump-evalsha=<dir>` writes <dir>/<model>.lua (the composed script)
+// and <dir>/<model>.args (the EVALSHA arguments, one per line) for every model, for
+// redis-benchmark, and exits.
+
+#include <cerrno>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sched.h>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <sys/types.h>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+#include <hiredis/hiredis.h>
+
+#include <ratelimit/detail/lua.hpp>
+#include <ratelimit/limit.hpp>
+#include <ratelimit/limiter.hpp>
+#include <ratelimit/redis.hpp>
+
+#include "support/redis_server.hpp"
+
+namespace {
+
+using ratelimit::Limit;
+using ratelimit::RedisStorage;
+namespace rt = ratelimit_test;
+
+// ---------------------------------------------------------------------------------------------
+// The server, started once for the whole run.
+
+struct RedisEnv {
+    std::unique_ptr<rt::RedisServer> server;
+    std::unique_ptr<RedisStorage> storage;
+    std::string error;  // why there is no server
+};
+
+RedisEnv& redisEnv() {
+    static RedisEnv env;
+    return env;
+}
+
+std::vector<std::size_t> parseCpuList(const char* text) {
+    std::vector<std::size_t> cpus;
+    std::stringstream in(text);
+    std::string item;
+    while (std::getline(in, item, ',')) {
+        if (!item.empty()) {
+            cpus.push_back(std::stoul(item));
+        }
+    }
+    return cpus;
+}
+
+std::string describeAffinity(pid_t pid) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (::sched_getaffinity(pid, sizeof set, &set) != 0) {
+        return "?";
+    }
+    std::string out;
+    for (std::size_t cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+        if (CPU_ISSET(cpu, &set)) {
+            if (!out.empty()) {
+                out += ',';
+            }
+            out += std::to_string(cpu);
+        }
+    }
+    return out;
+}
+
+/// Pins every thread of the server (main thread and background threads) to `cpus`.
+void pinServer(pid_t pid, const std::vector<std::size_t>& cpus) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (const std::size_t cpu : cpus) {
+        CPU_SET(cpu, &set);
+    }
+    const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+    for (const auto& entry : std::filesystem::directory_iterator(tasks)) {
+        const auto tid = static_cast<pid_t>(std::stol(entry.path().filename().string()));
+        if (::sched_setaffinity(tid, sizeof set, &set) != 0) {
+            throw std::runtime_error("sched_setaffinity(" + std::to_string(tid) +
+                                     "): " + std::strerror(errno));
+        }
+    }
+}
+
+/// CPU time the server has used so far, in ns, summed over its threads.
+std::int64_t serverCpuNs(pid_t pid) {
+    std::int64_t total = 0;
+    const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(tasks, ec)) {
+        std::ifstream in(entry.path() / "schedstat");
+        std::int64_t onCpu = 0;
+        if (in >> onCpu) {
+            total += onCpu;
+        }
+    }
+    return total;
+}
+
+void startRedis() {
+    RedisEnv& env = redisEnv();
+    try {
+        env.server = std::make_unique<rt::RedisServer>();
+        if (const char* cpus = std::getenv("RATELIMIT_BENCH_REDIS_CPUS");
+            cpus != nullptr && *cpus != '\0') {
+            pinServer(env.server->pid(), parseCpuList(cpus));
+        }
+        RedisStorage::Options options;
+        options.unixSocket = env.server->unixSocket();
+        options.timeout = std::chrono::milliseconds{1000};  // one core, 8 threads: no timeouts
+        env.storage = std::make_unique<RedisStorage>(options);
+        benchmark::AddCustomContext("redis_server_cpus", describeAffinity(env.server->pid()));
+    } catch (const std::exception& e) {
+        env.server.reset();
+        env.error = std::string("no redis-server: ") + e.what();
+        benchmark::AddCustomContext("redis_server", env.error);
+    }
+    benchmark::AddCustomContext("bench_cpus", describeAffinity(0));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Limits: every call of a run is admitted, within Redis's exact range (2^53 µs).
+
+template <class Model>
+Limit allowedLimit() {
+    if constexpr (Model::kBucket) {
+        return Limit::perSecond(1'000).withBurst(1'000'000'000);
+    } else {
+        return Limit::perSecond(1'000'000'000);
+    }
+}
+
+const std::vector<std::string>& keySet(std::size_t n) {
+    static std::mutex mutex;
+    static std::map<std::size_t, std::vector<std::string>> sets;
+    const std::lock_guard<std::mutex> lock(mutex);
+    auto& set = sets[n];
+    if (set.empty()) {
+        char buffer[32];
+        for (std::size_t i = 0; i < n; ++i) {
+            const int length = std::snprintf(buffer, sizeof buffer, "user:%010zu", i);
+            set.emplace_back(buffer, static_cast<std::size_t>(length));
+        }
+    }
+    return set;
+}
+
+template <class Model>
+using RedisLimiter = ratelimit::Limiter<Model, RedisStorage>;
+
+ratelimit::LimiterOptions limiterOptions(const char* name) {
+    ratelimit::LimiterOptions options;
+    options.name = name;
+    options.failurePolicy = ratelimit::FailurePolicy::kFailClosed;  // a failure shows as refused
+    return options;
+}
+
+template <class Model>
+RedisLimiter<Model>& limiter() {
+    static RedisLimiter<Model> instance(allowedLimit<Model>(), *redisEnv().storage, {},
+                                        limiterOptions("lib"));
+    return instance;
+}
+
+/// What the bare loop sends: the same request as RedisStorage::Table::send, for one key.
+template <class Model>
+struct Evalsha {
+    std::string script;
+    std::string sha;
+    std::vector<std::string> params;  // ARGV[5..13]
+    std::string prefix;               // redisKey of the empty key minus its hash tag
+
+    Evalsha() {
+        const ratelimit::Quota quota =
+            ratelimit::Quota::make(allowedLimit<Model>(), RedisStorage::kNanosPerTick, 64, 0);
+        // The same limiter name length as the library's rows ("lib"), another namespace.
+        const auto table = RedisStorage{}.template table<Model>(limiterOptions("raw"), quota);
+        script = ratelimit::detail::composeScript(Model::kLua, Model::kName);
+        if (script != table.script()) {
+            throw std::logic_error("composeScript differs from the storage's script");
+        }
+        sha = table.scriptSha();
+        const std::int64_t limit = Model::kBucket ? quota.burst : quota.count;
+        for (const std::int64_t v :
+             {quota.count, quota.burst, quota.period, quota.unitsPerToken, quota.unitsPerTick,
+              quota.capacityUnits, quota.maxRunsPerKey, limit, quota.lateTolerance}) {
+            params.push_back(std::to_string(v));
+        }
+        keyOf = [table](std::string_view key) { return table.redisKey(key); };
+    }
+
+    /// EVALSHA sha 1 <key> <now: '' = TIME> <cost> <consume> <phase> <params...>
+    [[nodiscard]] std::vector<std::string> arguments(std::string_view key) const {
+        std::vector<std::string> args = {"EVALSHA", sha, "1", keyOf(key), "", "1", "1", "0"};
+        args.insert(args.end(), params.begin(), params.end());
+        return args;
+    }
+
+    std::function<std::string(std::string_view)> keyOf;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Rows.
+
+/// Server CPU per check, measured by thread 0 around its loop.
+class ServerCpu {
+public:
+    explicit ServerCpu(const benchmark::State& state)
+        : active_(state.thread_index() == 0),
+          pid_(redisEnv().server->pid()),
+          start_(active_ ? serverCpuNs(pid_) : 0) {}
+
+    void report(benchmark::State& state) const {
+        if (active_) {
+            state.counters["server_ns"] =
+                benchmark::Counter(static_cast<double>(serverCpuNs(pid_) - start_),
+                                   benchmark::Counter::kAvgIterations);
+        }
+    }
+
+private:
+    bool active_;
+    pid_t pid_;
+    std::int64_t start_;
+};
+
+bool skipWithoutServer(benchmark::State& state) {
+    const RedisEnv& env = redisEnv();
+    if (env.server == nullptr) {
+        state.SkipWithError(env.error.c_str());
+        return true;
+    }
+    return false;
+}
+
+std::size_t startIndex(const benchmark::State& state, std::size_t n) {
+    return static_cast<std::size_t>(state.thread_index()) * n /
+           static_cast<std::size_t>(state.threads());
+}
+
+template <class Model>
+void BM_Redis(benchmark::State& state) {
+    if (skipWithoutServer(state)) {
+        return;
+    }
+    const auto& keys = keySet(static_cast<std::size_t>(state.range(0)));
+    auto& lim = limiter<Model>();
+    std::size_t i = startIndex(state, keys.size());
+    std::int64_t failed = 0;
+    const ServerCpu cpu(state);
+    for (auto _ : state) {
+        const ratelimit::Decision d = lim.tryAcquire(keys[i]);
+        failed += (!d.allowed || d.degraded) ? 1 : 0;
+        benchmark::DoNotOptimize(d);
+        if (++i == keys.size()) {
+            i = 0;
+        }
+    }
+    cpu.report(state);
+    state.SetItemsProcessed(state.iterations());
+    if (failed != 0) {
+        state.SkipWithError("a check was refused or degraded (store failure)");
+    }
+}
+
+template <class Model>
+void BM_HiredisEvalsha(benchmark::State& state) {
+    if (skipWithoutServer(state)) {
+        return;
+    }
+    static const Evalsha<Model> request;
+    const auto& keys = keySet(static_cast<std::size_t>(state.range(0)));
+    // Every key's argument vector, built before timing: the loop only sends and reads.
+    std::vector<std::vector<std::string>> args;
+    args.reserve(keys.size());
+    for (const std::string& key : keys) {
+        args.push_back(request.arguments(key));
+    }
+    std::vector<std::vector<const char*>> argv(args.size());
+    std::vector<std::vector<std::size_t>> argvLen(args.size());
+    for (std::size_t k = 0; k < args.size(); ++k) {
+        for (const std::string& a : args[k]) {
+            argv[k].push_back(a.data());
+            argvLen[k].push_back(a.size());
+        }
+    }
+    const rt::RedisContextPtr c{redisEnv().server->connect()};
+    if (c == nullptr || c->err != 0) {
+        state.SkipWithError("cannot connect to the bench's redis-server");
+        return;
+    }
+    const rt::RedisReplyPtr loaded = rt::command(c.get(), {"SCRIPT", "LOAD", request.script});
+    if (loaded == nullptr || loaded->type != REDIS_REPLY_STRING) {
+        state.SkipWithError("SCRIPT LOAD failed");
+        return;
+    }
+    const int argc = static_cast<int>(args.front().size());
+    std::size_t i = startIndex(state, keys.size());
+    std::int64_t failed = 0;
+    const ServerCpu cpu(state);
+    for (auto _ : state) {
+        const rt::RedisReplyPtr reply{static_cast<redisReply*>(
+            redisCommandArgv(c.get(), argc, argv[i].data(), argvLen[i].data()))};
+        const bool ok = reply != nullptr && reply->type == REDIS_REPLY_ARRAY &&
+                        reply->elements == 5 && reply->element[0]->integer == 1;
+        failed += ok ? 0 : 1;
+        benchmark::DoNotOptimize(reply.get());
+        if (++i == keys.size()) {
+            i = 0;
+        }
+    }
+    cpu.report(state);
+    state.SetItemsProcessed(state.iterations());
+    if (failed != 0) {
+        state.SkipWithError("an EVALSHA failed or was refused");
+    }
+}
+
+template <class Model>
+void dumpEvalsha(const std::filesystem::path& dir) {
+    const Evalsha<Model> request;
+    std::ofstream(dir / (std::string(Model::kName) + ".lua"), std::ios::binary) << request.script;
+    std::ofstream args(dir / (std::string(Model::kName) + ".args"), std::ios::binary);
+    for (const std::string& a : request.arguments("user:0000000000")) {
+        args << a << '\n';
+    }
+}
+
+template <class Model>
+void registerAlgorithm(const std::string& name, bool threads) {
+    auto* lib = benchmark::RegisterBenchmark(("BM_" + name + "_Redis").c_str(), &BM_Redis<Model>);
+    auto* bare = benchmark::RegisterBenchmark(("BM_Baseline_HiredisEvalsha_" + name).c_str(),
+                                              &BM_HiredisEvalsha<Model>);
+    for (auto* b : {lib, bare}) {
+        b->ArgNames({"keys"});
+        if (threads) {
+            b->Arg(1)->Arg(10'000)->Threads(1)->Threads(2)->Threads(4)->Threads(8);
+        } else {
+            b->Arg(1)->Threads(1);
+        }
+        b->UseRealTime();
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    for (int a = 1; a < argc; ++a) {
+        const std::string_view arg = argv[a];
+        constexpr std::string_view kDump = "--dump-evalsha=";
+        if (arg.substr(0, kDump.size()) == kDump) {
+            const std::filesystem::path dir(std::string(arg.substr(kDump.size())));
+            std::filesystem::create_directories(dir);
+            dumpEvalsha<ratelimit::TokenBucketModel>(dir);
+            dumpEvalsha<ratelimit::LeakyBucketModel>(dir);
+            dumpEvalsha<ratelimit::FixedWindowModel>(dir);
+            dumpEvalsha<ratelimit::SlidingCounterModel>(dir);
+            dumpEvalsha<ratelimit::SlidingLogModel>(dir);
+            return 0;
+        }
+    }
+
+    registerAlgorithm<ratelimit::TokenBucketModel>("TokenBucket", true);
+    registerAlgorithm<ratelimit::LeakyBucketModel>("LeakyBucket", false);
+    registerAlgorithm<ratelimit::FixedWindowModel>("FixedWindow", false);
+    registerAlgorithm<ratelimit::SlidingCounterModel>("SlidingCounter", false);
+    registerAlgorithm<ratelimit::SlidingLogModel>("SlidingLog", false);
+
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) {
+        return 1;
+    }
+    startRedis();
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    redisEnv().storage.reset();
+    redisEnv().server.reset();
+    return 0;
+}
