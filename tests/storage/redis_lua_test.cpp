@@ -41,6 +41,7 @@
 #include <ratelimit/limit.hpp>
 
 #include "support/catch.hpp"
+#include "support/random_traffic.hpp"
 #include "support/redis_server.hpp"
 
 namespace {
@@ -272,20 +273,9 @@ rt::RedisContextPtr connectTo(const rt::RedisServer& server) {
 
 // ---- random quotas and traffic -----------------------------------------------------------
 
-using Rng = std::mt19937_64;
-
-std::int64_t uniform(Rng& rng, std::int64_t lo, std::int64_t hi) {
-    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
-}
-
-/// Log-uniform in [lo, hi]: small and huge values alike.
-std::int64_t logUniform(Rng& rng, std::int64_t lo, std::int64_t hi) {
-    const double x = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
-    const auto logLo = std::log2(static_cast<double>(lo));
-    const auto logHi = std::log2(static_cast<double>(hi));
-    const auto v = static_cast<std::int64_t>(std::exp2(logLo + x * (logHi - logLo)));
-    return std::clamp(v, lo, hi);
-}
+using rt::logUniform;
+using rt::Rng;
+using rt::uniform;
 
 std::int64_t gcd(std::int64_t a, std::int64_t b) {
     while (b != 0) {
@@ -415,24 +405,7 @@ struct Differential {
             }
             const Tick now = t - phase;
 
-            // Cost: 0 … limit + 1, often at the edge of what remains.
-            const std::int64_t rc = uniform(rng, 0, 99);
-            std::int64_t cost = 0;
-            if (rc < 12) {
-                cost = 0;
-            } else if (rc < 45) {
-                cost = uniform(rng, 1, std::min<std::int64_t>(lim, 4));
-            } else if (rc < 60) {
-                cost = uniform(rng, 0, lim + 1);
-            } else if (rc < 75) {
-                cost = std::min(lim + 1, lastRemaining + uniform(rng, 0, 1));
-            } else if (rc < 85) {
-                cost = uniform(rng, 1, std::max<std::int64_t>(1, lim / 3));
-            } else if (rc < 93) {
-                cost = lim;
-            } else {
-                cost = lim + 1;
-            }
+            const std::int64_t cost = rt::randomCost(rng, lim, lastRemaining);
             const bool consume = uniform(rng, 0, 99) < 85;
 
             std::ostringstream context;

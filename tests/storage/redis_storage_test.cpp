@@ -67,6 +67,7 @@
 #include <ratelimit/redis.hpp>
 
 #include "support/catch.hpp"
+#include "support/random_traffic.hpp"
 #include "support/redis_server.hpp"
 
 using namespace std::chrono_literals;
@@ -94,26 +95,15 @@ using MemoryLimiter = ratelimit::Limiter<Model, MemoryStorage, ManualClock>;
 template <class Model>
 using RedisLimiter = ratelimit::Limiter<Model, RedisStorage, ManualClock>;
 
-using Rng = std::mt19937_64;
+using rt::logUniform;
+using rt::Rng;
+using rt::uniform;
 
 std::uint64_t seed() {
     if (const char* s = std::getenv("RATELIMIT_TEST_SEED"); s != nullptr) {
         return std::strtoull(s, nullptr, 10);
     }
     return 20240917;
-}
-
-std::int64_t uniform(Rng& rng, std::int64_t lo, std::int64_t hi) {
-    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
-}
-
-/// Log-uniform in [lo, hi]: small and huge values alike.
-std::int64_t logUniform(Rng& rng, std::int64_t lo, std::int64_t hi) {
-    const double x = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
-    const double logLo = std::log2(static_cast<double>(lo));
-    const double logHi = std::log2(static_cast<double>(hi));
-    const auto v = static_cast<std::int64_t>(std::exp2(logLo + x * (logHi - logLo)));
-    return std::clamp(v, lo, hi);
 }
 
 // ---- servers and connections ----------------------------------------------------------------
@@ -465,23 +455,7 @@ public:
             t += move;
             clock.set(std::chrono::microseconds{t});
 
-            const std::int64_t rc = uniform(rng_, 0, 99);
-            std::int64_t cost = 0;
-            if (rc < 12) {
-                cost = 0;
-            } else if (rc < 45) {
-                cost = uniform(rng_, 1, std::min<std::int64_t>(lim, 4));
-            } else if (rc < 60) {
-                cost = uniform(rng_, 0, lim + 1);
-            } else if (rc < 75) {
-                cost = std::min(lim + 1, lastRemaining + uniform(rng_, 0, 1));
-            } else if (rc < 85) {
-                cost = uniform(rng_, 1, std::max<std::int64_t>(1, lim / 3));
-            } else if (rc < 93) {
-                cost = lim;
-            } else {
-                cost = lim + 1;
-            }
+            const std::int64_t cost = rt::randomCost(rng_, lim, lastRemaining);
             const bool consume = uniform(rng_, 0, 99) < 85;
 
             std::ostringstream context;
