@@ -141,9 +141,10 @@ public:
         return {false, false, std::max(std::chrono::nanoseconds{1}, nextProbe_ - now)};
     }
 
-    /// The event to report, if the store just became healthy.
-    std::optional<StoreEvent> succeeded() {
-        if (!open_.load(std::memory_order_acquire)) {
+    /// The event to report, if the store just became healthy. Only the probe closes an open
+    /// breaker: a call sent before it opened may still succeed while the server is down.
+    std::optional<StoreEvent> succeeded(bool wasProbe) {
+        if (!wasProbe || !open_.load(std::memory_order_acquire)) {
             return std::nullopt;
         }
         const std::lock_guard<std::mutex> lock(mutex_);
@@ -492,14 +493,15 @@ private:
         detail::IoStatus status;
         std::optional<Decision> answer = run(key, now, phase, cost, consume, deadline, status);
         if (answer) {
-            shared_->report(shared_->breaker.succeeded());
+            shared_->report(shared_->breaker.succeeded(admission.probe));
             return *answer;
         }
         if (detail::tripsBreaker(status.error)) {
             shared_->report(
                 shared_->breaker.failed(status, std::chrono::steady_clock::now(), admission.probe));
         } else {
-            shared_->report(shared_->breaker.succeeded());  // it answered: the link is fine
+            // It answered: the link is fine.
+            shared_->report(shared_->breaker.succeeded(admission.probe));
         }
         return degrade(status, key, cost, consume, fallbackNow,
                        shared_->breaker.untilProbe(std::chrono::steady_clock::now()));
