@@ -202,6 +202,10 @@ int main(int argc, char** argv) {
     }
 
     httplib::Server server;
+    // Small responses are written in several pieces; without TCP_NODELAY each keep-alive
+    // request would wait for the client's delayed ACK (~40 ms).
+    server.set_tcp_nodelay(true);
+    server.set_keep_alive_max_count(1000);
     if (limiter) {
         server.set_pre_routing_handler(
             [&limiter, &config](const httplib::Request& req, httplib::Response& res) {
