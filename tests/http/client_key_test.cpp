@@ -66,7 +66,7 @@ TEST_CASE(
 TEST_CASE("ClientIdentity: X-Forwarded-For from an untrusted peer is ignored (spoofing)",
           "[unit][http][client]") {
     const ClientIdentity id = behindProxies(ForwardedHeader::kXForwardedFor);
-    CHECK(id.headerName() == "X-Forwarded-For");
+    CHECK(std::string(id.headerName()) == "X-Forwarded-For");
     CHECK(keyOf(id, "198.51.100.7", {"1.2.3.4"}) == "ip4:198.51.100.7");
     CHECK(keyOf(id, "198.51.100.7", {"10.0.0.1"}) == "ip4:198.51.100.7");
 }

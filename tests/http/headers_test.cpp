@@ -268,5 +268,5 @@ TEST_CASE("Problem details: quota-exceeded JSON and a plain body", "[unit][http]
           "Too many requests; retry in 2 seconds.\n");
     CHECK(ratelimit::http::plainBody(refused(5, Decision::kNever, 0s)).find("exceeds") !=
           std::string::npos);
-    CHECK(ratelimit::http::kProblemContentType == "application/problem+json");
+    CHECK(std::string(ratelimit::http::kProblemContentType) == "application/problem+json");
 }

@@ -148,7 +148,7 @@ TEST_CASE("RouteLimiter: limits per route and client, tiers, skips and allow lis
     const Verdict refused = request("POST", "//login/", "203.0.113.1");
     CHECK_FALSE(refused.allowed);
     CHECK(refused.status == 429);
-    CHECK(refused.contentType == "application/problem+json");
+    CHECK(std::string(refused.contentType) == "application/problem+json");
     CHECK(refused.body.find(R"("violated-policies":["login"])") != std::string::npos);
     REQUIRE(field(refused, "Retry-After"));
     CHECK(std::stoi(*field(refused, "Retry-After")) >= 1);
@@ -198,7 +198,7 @@ TEST_CASE("RouteLimiter: an IPv6 /48 aggregate limit catches clients spread over
         const Verdict v = limiter.check(RequestInfo{"GET", "/", peer, {}, {}, {}});
         admitted += v.allowed ? 1 : 0;
         if (!v.allowed) {
-            CHECK(v.contentType == "text/plain; charset=utf-8");
+            CHECK(std::string(v.contentType) == "text/plain; charset=utf-8");
             CHECK(v.body.find("retry in") != std::string::npos);
             CHECK(field(v, "RateLimit")->find("\"ipv6-aggregate\";r=0") != std::string::npos);
         }
