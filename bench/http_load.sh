@@ -58,6 +58,7 @@ measure() {
     awk '/^Requests\/sec:/ {print $2}' "$OUT/wrk.txt"
 }
 
+LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
 without=()
 with=()
 for round in $(seq "$ROUNDS"); do
@@ -70,11 +71,20 @@ median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1
 m0=$(median "${without[@]}")
 m1=$(median "${with[@]}")
 ratio=$(awk -v a="$m1" -v b="$m0" 'BEGIN {printf "%.2f", a / b}')
+# Each round's two runs are neighbours in time, so their ratio shares the machine's load of the
+# moment: the median of these paired ratios is the steadier figure on a busy machine.
+paired=()
+for i in "${!with[@]}"; do
+    paired+=("$(awk -v a="${with[$i]}" -v b="${without[$i]}" 'BEGIN {printf "%.2f", a / b}')")
+done
+pairedMedian=$(median "${paired[@]}")
 {
     echo "| server | requests/s (median of $ROUNDS × $DURATION) | runs |"
     echo "| --- | --- | --- |"
     echo "| \`--no-limit\` | $m0 | ${without[*]} |"
     echo "| with the limiter (\`--rules\`, one hot key) | $m1 | ${with[*]} |"
     echo
-    echo "ratio with / without: **$ratio**  (wrk -t1 -c$CONNECTIONS, server on CPU 0, wrk on CPU 1)"
+    echo "ratio with / without: **$pairedMedian** (median of the paired rounds: ${paired[*]});"
+    echo "ratio of the medians: $ratio. wrk -t1 -c$CONNECTIONS, server on CPU 0, wrk on CPU 1;"
+    echo "load average before: $LOAD"
 } | tee "$OUT/http_load.md"
