@@ -7,6 +7,7 @@ packages=(
     cmake g++ make pkg-config git ca-certificates
     catch2 libbenchmark-dev libhiredis-dev redis-server
     clang libclang-rt-14-dev clang-format clang-tidy
+    libcpp-httplib-dev wrk
     "$@"
 )
 
