@@ -16,9 +16,10 @@
 // fresh temporary directory, persistence off); without one every row fails with
 // SkipWithError("no redis-server: ..."), so a missing server never reads as a fast run.
 //
-// Counters: server_ns is the redis-server's CPU time per check (all its threads, from
-// /proc/<pid>/task/*/schedstat); the CPU column is the client threads' CPU time per check, so
-// busy-polling on either side shows next to the real time.
+// Counters: per_write is the storage's requests per write (above 1 when pipelining gathered
+// several callers' requests into one write); server_ns is the redis-server's CPU time per check
+// (all its threads, from /proc/<pid>/task/*/schedstat); the CPU column is the client threads' CPU
+// time per check, so busy-polling on either side shows next to the real time.
 //
 // Placement: run the binary under `taskset -c <cpus>`; RATELIMIT_BENCH_REDIS_CPUS=<list> pins
 // the server (every thread of it) with sched_setaffinity, e.g. server on CPU 0 and client on
@@ -28,6 +29,7 @@
 // and <dir>/<model>.args (the EVALSHA arguments, one per line) for every model, for
 // redis-benchmark, and exits.
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstddef>
@@ -153,6 +155,15 @@ void startRedis() {
         RedisStorage::Options options;
         options.unixSocket = env.server->unixSocket();
         options.timeout = std::chrono::milliseconds{1000};  // one core, 8 threads: no timeouts
+        // RATELIMIT_BENCH_REDIS_PIPELINE=<connections> (0: pipelining off) tries other settings.
+        if (const char* p = std::getenv("RATELIMIT_BENCH_REDIS_PIPELINE"); p != nullptr && *p) {
+            const std::size_t connections = std::stoul(p);
+            options.pipelining = connections > 0;
+            options.pipelineConnections = std::max<std::size_t>(connections, 1);
+        }
+        benchmark::AddCustomContext(
+            "redis_pipeline_connections",
+            options.pipelining ? std::to_string(options.pipelineConnections) : std::string("off"));
         env.storage = std::make_unique<RedisStorage>(options);
         benchmark::AddCustomContext("redis_server_cpus", describeAffinity(env.server->pid()));
     } catch (const std::exception& e) {
@@ -292,6 +303,7 @@ void BM_Redis(benchmark::State& state) {
     auto& lim = limiter<Model>();
     std::size_t i = startIndex(state, keys.size());
     std::int64_t failed = 0;
+    const ratelimit::RedisStats before = redisEnv().storage->stats();
     const ServerCpu cpu(state);
     for (auto _ : state) {
         const ratelimit::Decision d = lim.tryAcquire(keys[i]);
@@ -302,6 +314,13 @@ void BM_Redis(benchmark::State& state) {
         }
     }
     cpu.report(state);
+    if (state.thread_index() == 0) {
+        // Requests per write: above 1 when pipelining gathered several callers' requests.
+        const ratelimit::RedisStats after = redisEnv().storage->stats();
+        const auto writes = static_cast<double>(after.writes - before.writes);
+        state.counters["per_write"] =
+            static_cast<double>(after.requests - before.requests) / std::max(writes, 1.0);
+    }
     state.SetItemsProcessed(state.iterations());
     if (failed != 0) {
         state.SkipWithError("a check was refused or degraded (store failure)");
