@@ -226,6 +226,17 @@ public:
         return true;
     }
 
+    /// The next reply if it is already read in full, without a system call; null otherwise
+    /// (`status` tells an unparsable one).
+    ReplyPtr buffered(IoStatus& status) {
+        void* reply = nullptr;
+        if (redisReaderGetReply(reader_, &reply) != REDIS_OK) {
+            status = {StoreError::kProtocol, "unparsable reply"};
+            return nullptr;
+        }
+        return ReplyPtr(static_cast<redisReply*>(reply));
+    }
+
     /// Reads the next reply, within the deadline; replies come in the order of the requests.
     ReplyPtr receive(Deadline deadline, IoStatus& status) {
         for (;;) {

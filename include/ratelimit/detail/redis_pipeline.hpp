@@ -110,6 +110,7 @@ private:
         std::vector<Request*> batch;            // sent, in order; null: its caller gave up
         std::vector<std::size_t> batchEnds;     // where each request's bytes end in the write
         std::string followers;                  // the batch's requests after the leader's
+        std::vector<ReplyPtr> replies;          // read, not yet handed out
         bool busy = false;                      // a leader owns conn, batch and followers
     };
 
@@ -185,27 +186,39 @@ private:
             lock.unlock();
             answered = n;
         }
+        std::vector<ReplyPtr>& replies = lane.replies;
         while (answered < n) {
+            // One reply, waiting for it if need be, then those already read with it: handed
+            // out under one lock.
+            replies.clear();
             ReplyPtr reply = lane.conn->receive(me.deadline, status);
-            if (!reply) {
-                lock.lock();
-                failFrom(lane, answered, status, std::string_view::npos);
-                lock.unlock();
-                closeAfter = true;
-                break;
-            }
-            closeAfter = closeAfter || closesConnection(*reply);
-            lock.lock();
-            if (Request* r = lane.batch[answered]; r != nullptr) {
-                r->reply = std::move(reply);
-                r->state = State::kDone;
-                if (r != &me) {
-                    r->wake.notify_one();
+            while (reply) {
+                closeAfter = closeAfter || closesConnection(*reply);
+                replies.push_back(std::move(reply));
+                if (answered + replies.size() < n) {
+                    reply = lane.conn->buffered(status);
                 }
             }
+            const bool failed = status.error != StoreError::kNone;
+            lock.lock();
+            for (ReplyPtr& r : replies) {
+                if (Request* caller = lane.batch[answered]; caller != nullptr) {
+                    caller->reply = std::move(r);
+                    caller->state = State::kDone;
+                    if (caller != &me) {
+                        caller->wake.notify_one();
+                    }
+                }
+                ++answered;  // a reply whose caller gave up is dropped here, read by no one
+            }
+            if (failed) {
+                failFrom(lane, answered, status, std::string_view::npos);
+                closeAfter = true;
+                answered = n;
+            }
             lock.unlock();
-            ++answered;  // a reply whose caller gave up is dropped here, read by no one
         }
+        replies.clear();
         if (closeAfter) {
             lane.conn.reset();
         } else if (lane.conn) {
