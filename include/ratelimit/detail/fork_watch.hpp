@@ -24,6 +24,7 @@ public:
             ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (page != MAP_FAILED) {
             if (::madvise(page, size_, MADV_WIPEONFORK) == 0) {
+                page_ = page;
                 mark_ = static_cast<volatile unsigned char*>(page);
                 *mark_ = 1;
             } else {
@@ -34,9 +35,11 @@ public:
     }
     ForkWatch(const ForkWatch&) = delete;
     ForkWatch& operator=(const ForkWatch&) = delete;
+    ForkWatch(ForkWatch&&) = delete;
+    ForkWatch& operator=(ForkWatch&&) = delete;
     ~ForkWatch() {
-        if (mark_ != nullptr) {
-            ::munmap(const_cast<unsigned char*>(mark_), size_);
+        if (page_ != nullptr) {
+            ::munmap(page_, size_);
         }
     }
 
@@ -62,7 +65,8 @@ public:
     [[nodiscard]] pid_t pid() const noexcept { return pid_; }
 
 private:
-    volatile unsigned char* mark_ = nullptr;
+    void* page_ = nullptr;
+    volatile unsigned char* mark_ = nullptr;  // the page's first byte: 0 in a forked child
     std::size_t size_ = 0;
     pid_t pid_ = ::getpid();
 };

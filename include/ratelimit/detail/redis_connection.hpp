@@ -1,6 +1,7 @@
 #pragma once
 
 #include <arpa/inet.h>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstddef>
@@ -11,6 +12,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <span>
 #include <string>
 #include <string_view>
 #include <sys/socket.h>
@@ -166,7 +168,7 @@ public:
     /// request may have run (kOutcomeUnknown) when no reply came.
     ReplyPtr roundTrip(std::string_view request, Deadline deadline, IoStatus& status) {
         std::size_t sent = 0;
-        if (!send(&request, 1, deadline, status, sent)) {
+        if (!send(std::span<const std::string_view>(&request, 1), deadline, status, sent)) {
             return nullptr;
         }
         return receive(deadline, status);
@@ -175,33 +177,18 @@ public:
     /// Writes `parts` back to back (one `sendmsg` when the socket takes them all), within the
     /// deadline. `sent` counts the bytes that left, also on failure: once any byte of a
     /// request left, the server may run it.
-    bool send(const std::string_view* parts, std::size_t count, Deadline deadline, IoStatus& status,
+    bool send(std::span<const std::string_view> parts, Deadline deadline, IoStatus& status,
               std::size_t& sent) {
-        constexpr std::size_t kMaxParts = 8;
         std::size_t total = 0;
-        for (std::size_t i = 0; i < count; ++i) {
-            total += parts[i].size();
+        for (const std::string_view part : parts) {
+            total += part.size();
         }
         sent = 0;
         while (sent < total) {
-            // The parts not yet written, the first one from where the last write stopped.
-            iovec vec[kMaxParts];
-            int used = 0;
-            std::size_t skip = sent;
-            for (std::size_t i = 0; i < count && used < static_cast<int>(kMaxParts); ++i) {
-                if (skip >= parts[i].size()) {
-                    skip -= parts[i].size();
-                    continue;
-                }
-                // iovec's base is non-const by POSIX; sendmsg only reads it.
-                vec[used].iov_base = const_cast<char*>(parts[i].data() + skip);
-                vec[used].iov_len = parts[i].size() - skip;
-                skip = 0;
-                ++used;
-            }
+            Unsent unsent(parts, sent);
             msghdr message{};
-            message.msg_iov = vec;
-            message.msg_iovlen = static_cast<decltype(message.msg_iovlen)>(used);
+            message.msg_iov = unsent.vec.data();
+            message.msg_iovlen = unsent.used;
             const ssize_t n = ::sendmsg(fd_, &message, MSG_NOSIGNAL);
             if (n > 0) {
                 sent += static_cast<std::size_t>(n);
@@ -254,10 +241,10 @@ public:
                 status = {StoreError::kOutcomeUnknown, "no reply within the deadline"};
                 return nullptr;
             }
-            char buffer[16384];
-            const ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
+            std::array<char, 16384> buffer;  // NOLINT(cppcoreguidelines-pro-type-member-init)
+            const ssize_t n = ::recv(fd_, buffer.data(), buffer.size(), 0);
             if (n > 0) {
-                redisReaderFeed(reader_, buffer, static_cast<std::size_t>(n));
+                redisReaderFeed(reader_, buffer.data(), static_cast<std::size_t>(n));
                 continue;
             }
             if (n < 0 && (errno == EINTR || wouldBlock(errno))) {
@@ -299,6 +286,32 @@ private:
         const auto text = ::strerror_r(err, buffer, sizeof buffer);
         return std::string(text);
     }
+
+    /// The parts not yet written, the first one from where the last write stopped.
+    struct Unsent {
+        static constexpr std::size_t kMaxParts = 8;
+        std::array<iovec, kMaxParts> vec{};
+        std::size_t used = 0;
+
+        Unsent(std::span<const std::string_view> parts, std::size_t sent) {
+            for (const std::string_view part : parts) {
+                if (sent >= part.size()) {
+                    sent -= part.size();
+                    continue;
+                }
+                if (used == kMaxParts) {
+                    break;
+                }
+                const std::string_view rest = part.substr(sent);
+                // iovec's base is non-const by POSIX; sendmsg only reads it.
+                // NOLINTNEXTLINE(cppcoreguidelines-pro-type-const-cast)
+                vec.at(used).iov_base = const_cast<char*>(rest.data());
+                vec.at(used).iov_len = rest.size();
+                sent = 0;
+                ++used;
+            }
+        }
+    };
 
     static bool wouldBlock(int err) noexcept {
 #if EAGAIN == EWOULDBLOCK

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -159,47 +160,62 @@ private:
         }
         lock.unlock();
 
+        // Nothing else touches the lane's connection, batch bytes or replies while it is busy.
         IoStatus status;
-        bool closeAfter = false;
-        std::size_t answered = 0;
-        const auto now = std::chrono::steady_clock::now();
-        if (lane.conn && lane.conn->stale(now)) {
+        const bool written = writeBatch(lane, me, status, lock);
+        const bool closeAfter = !written || readReplies(lane, me, lock);
+        if (closeAfter) {
+            lane.conn.reset();
+        } else {
+            lane.conn->idleFrom(std::chrono::steady_clock::now());
+        }
+        lock.lock();
+        lane.batch.clear();
+        lane.busy = false;
+        if (!lane.pending.empty()) {
+            lane.pending.front()->wake.notify_one();
+        }
+    }
+
+    /// Connects if need be and writes the batch; on failure fails all of it. Lock not held.
+    bool writeBatch(Lane& lane, Request& me, IoStatus& status, std::unique_lock<std::mutex>& lock) {
+        if (lane.conn && lane.conn->stale(std::chrono::steady_clock::now())) {
             lane.conn.reset();  // closed by the server while idle (a restart): dropped unused
         }
         if (!lane.conn) {
             lane.conn = connect_(me.deadline, status);
         }
+        std::size_t sent = 0;
         if (lane.conn) {
-            const std::string_view parts[2] = {me.bytes, lane.followers};
-            std::size_t sent = 0;
+            const std::array<std::string_view, 2> parts = {me.bytes, lane.followers};
             writes_.fetch_add(1, std::memory_order_relaxed);
-            if (!lane.conn->send(parts, 2, me.deadline, status, sent)) {
-                lock.lock();
-                failFrom(lane, 0, status, sent);
-                lock.unlock();
-                closeAfter = true;
-                answered = n;
+            if (lane.conn->send(parts, me.deadline, status, sent)) {
+                return true;
             }
-        } else {
-            lock.lock();
-            failFrom(lane, 0, status, 0);  // nothing sent: the connect's own error
-            lock.unlock();
-            answered = n;
         }
+        lock.lock();
+        failFrom(lane, 0, status, sent);  // with no connection nothing left: the connect's error
+        lock.unlock();
+        return false;
+    }
+
+    /// Reads the batch's replies in order and hands each to its caller; on failure fails the
+    /// rest. True when the connection must be closed. Lock not held.
+    bool readReplies(Lane& lane, const Request& me, std::unique_lock<std::mutex>& lock) {
+        bool closeAfter = false;
+        const std::size_t n = lane.batch.size();  // only the leader changes its size
+        std::size_t answered = 0;
         std::vector<ReplyPtr>& replies = lane.replies;
         while (answered < n) {
             // One reply, waiting for it if need be, then those already read with it: handed
             // out under one lock.
+            IoStatus status;
             replies.clear();
-            ReplyPtr reply = lane.conn->receive(me.deadline, status);
-            while (reply) {
+            for (ReplyPtr reply = lane.conn->receive(me.deadline, status); reply != nullptr;) {
                 closeAfter = closeAfter || closesConnection(*reply);
                 replies.push_back(std::move(reply));
-                if (answered + replies.size() < n) {
-                    reply = lane.conn->buffered(status);
-                }
+                reply = answered + replies.size() < n ? lane.conn->buffered(status) : nullptr;
             }
-            const bool failed = status.error != StoreError::kNone;
             lock.lock();
             for (ReplyPtr& r : replies) {
                 if (Request* caller = lane.batch[answered]; caller != nullptr) {
@@ -211,7 +227,7 @@ private:
                 }
                 ++answered;  // a reply whose caller gave up is dropped here, read by no one
             }
-            if (failed) {
+            if (!status.ok()) {
                 failFrom(lane, answered, status, std::string_view::npos);
                 closeAfter = true;
                 answered = n;
@@ -219,17 +235,7 @@ private:
             lock.unlock();
         }
         replies.clear();
-        if (closeAfter) {
-            lane.conn.reset();
-        } else if (lane.conn) {
-            lane.conn->idleFrom(std::chrono::steady_clock::now());
-        }
-        lock.lock();
-        lane.batch.clear();
-        lane.busy = false;
-        if (!lane.pending.empty()) {
-            lane.pending.front()->wake.notify_one();
-        }
+        return closeAfter;
     }
 
     /// Fails the batch's requests from `first` on with `status`. `sent` bytes of the batch
