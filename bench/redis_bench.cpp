@@ -3,9 +3,12 @@
 //
 //   BM_<Algorithm>_Redis/keys:K/real_time/threads:T
 //     tryAcquire(key) on a limiter with RedisStorage (the default RedisServerClock: the script
-//     reads TIME), all threads sharing one RedisStorage (one pool). keys:1 is one hot key,
+//     reads TIME), all threads sharing one RedisStorage (default options: pipelining over 2
+//     connections). keys:1 is one hot key,
 //     keys:10000 goes round-robin from each thread's own offset. The limit admits every call
 //     of the run; a degraded or refused answer fails the row (SkipWithError).
+//   BM_<Algorithm>_RedisPool/keys:1/real_time/threads:T
+//     The same with `pipelining = false` (one caller per pooled connection), token bucket only.
 //   BM_Baseline_HiredisEvalsha_<Algorithm>/keys:K/real_time/threads:T
 //     The floor: each thread has its own blocking hiredis context and sends, with
 //     redisCommandArgv, the EVALSHA RedisStorage::Table sends (the script is
@@ -16,9 +19,10 @@
 // fresh temporary directory, persistence off); without one every row fails with
 // SkipWithError("no redis-server: ..."), so a missing server never reads as a fast run.
 //
-// Counters: server_ns is the redis-server's CPU time per check (all its threads, from
-// /proc/<pid>/task/*/schedstat); the CPU column is the client threads' CPU time per check, so
-// busy-polling on either side shows next to the real time.
+// Counters: per_write is the storage's requests per write (above 1 when pipelining gathered
+// several callers' requests into one write); server_ns is the redis-server's CPU time per check
+// (all its threads, from /proc/<pid>/task/*/schedstat); the CPU column is the client threads' CPU
+// time per check, so busy-polling on either side shows next to the real time.
 //
 // Placement: run the binary under `taskset -c <cpus>`; RATELIMIT_BENCH_REDIS_CPUS=<list> pins
 // the server (every thread of it) with sched_setaffinity, e.g. server on CPU 0 and client on
@@ -28,6 +32,7 @@
 // and <dir>/<model>.args (the EVALSHA arguments, one per line) for every model, for
 // redis-benchmark, and exits.
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstddef>
@@ -72,7 +77,8 @@ namespace rt = ratelimit_test;
 struct RedisEnv {
     std::unique_ptr<rt::RedisServer> server;
     std::unique_ptr<RedisStorage> storage;
-    std::string error;  // why there is no server
+    std::unique_ptr<RedisStorage> pool;  // the same options without pipelining
+    std::string error;                   // why there is no server
 };
 
 RedisEnv& redisEnv() {
@@ -153,7 +159,18 @@ void startRedis() {
         RedisStorage::Options options;
         options.unixSocket = env.server->unixSocket();
         options.timeout = std::chrono::milliseconds{1000};  // one core, 8 threads: no timeouts
+        // RATELIMIT_BENCH_REDIS_PIPELINE=<connections> (0: pipelining off) tries other settings.
+        if (const char* p = std::getenv("RATELIMIT_BENCH_REDIS_PIPELINE"); p != nullptr && *p) {
+            const std::size_t connections = std::stoul(p);
+            options.pipelining = connections > 0;
+            options.pipelineConnections = std::max<std::size_t>(connections, 1);
+        }
+        benchmark::AddCustomContext(
+            "redis_pipeline_connections",
+            options.pipelining ? std::to_string(options.pipelineConnections) : std::string("off"));
         env.storage = std::make_unique<RedisStorage>(options);
+        options.pipelining = false;
+        env.pool = std::make_unique<RedisStorage>(options);
         benchmark::AddCustomContext("redis_server_cpus", describeAffinity(env.server->pid()));
     } catch (const std::exception& e) {
         env.server.reset();
@@ -203,6 +220,13 @@ ratelimit::LimiterOptions limiterOptions(const char* name) {
 template <class Model>
 RedisLimiter<Model>& limiter() {
     static RedisLimiter<Model> instance(allowedLimit<Model>(), *redisEnv().storage, {},
+                                        limiterOptions("lib"));
+    return instance;
+}
+
+template <class Model>
+RedisLimiter<Model>& poolLimiter() {
+    static RedisLimiter<Model> instance(allowedLimit<Model>(), *redisEnv().pool, {},
                                         limiterOptions("lib"));
     return instance;
 }
@@ -283,15 +307,17 @@ std::size_t startIndex(const benchmark::State& state, std::size_t n) {
            static_cast<std::size_t>(state.threads());
 }
 
-template <class Model>
+template <class Model, bool kPool = false>
 void BM_Redis(benchmark::State& state) {
     if (skipWithoutServer(state)) {
         return;
     }
     const auto& keys = keySet(static_cast<std::size_t>(state.range(0)));
-    auto& lim = limiter<Model>();
+    auto& lim = kPool ? poolLimiter<Model>() : limiter<Model>();
+    RedisStorage& storage = kPool ? *redisEnv().pool : *redisEnv().storage;
     std::size_t i = startIndex(state, keys.size());
     std::int64_t failed = 0;
+    const ratelimit::RedisStats before = storage.stats();
     const ServerCpu cpu(state);
     for (auto _ : state) {
         const ratelimit::Decision d = lim.tryAcquire(keys[i]);
@@ -302,6 +328,13 @@ void BM_Redis(benchmark::State& state) {
         }
     }
     cpu.report(state);
+    if (state.thread_index() == 0) {
+        // Requests per write: above 1 when pipelining gathered several callers' requests.
+        const ratelimit::RedisStats after = storage.stats();
+        const auto writes = static_cast<double>(after.writes - before.writes);
+        state.counters["per_write"] =
+            static_cast<double>(after.requests - before.requests) / std::max(writes, 1.0);
+    }
     state.SetItemsProcessed(state.iterations());
     if (failed != 0) {
         state.SkipWithError("a check was refused or degraded (store failure)");
@@ -376,6 +409,15 @@ void registerAlgorithm(const std::string& name, bool threads) {
     auto* lib = benchmark::RegisterBenchmark(("BM_" + name + "_Redis").c_str(), &BM_Redis<Model>);
     auto* bare = benchmark::RegisterBenchmark(("BM_Baseline_HiredisEvalsha_" + name).c_str(),
                                               &BM_HiredisEvalsha<Model>);
+    if (threads) {
+        // The same rows without pipelining (one caller per pooled connection), in the same run.
+        benchmark::RegisterBenchmark(("BM_" + name + "_RedisPool").c_str(), &BM_Redis<Model, true>)
+            ->ArgNames({"keys"})
+            ->Arg(1)
+            ->Threads(1)
+            ->Threads(8)
+            ->UseRealTime();
+    }
     for (auto* b : {lib, bare}) {
         b->ArgNames({"keys"});
         if (threads) {
@@ -418,6 +460,7 @@ int main(int argc, char** argv) {
     startRedis();
     benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();
+    redisEnv().pool.reset();
     redisEnv().storage.reset();
     redisEnv().server.reset();
     return 0;

@@ -502,8 +502,10 @@ Reference ratios from the same run:
   same `SteadyClock`, no key lookup: key i uses slot i); `BM_Baseline_MutexMap` one
   `std::mutex` around `std::unordered_map<std::string, bucket>` with a naive double token
   bucket, the clock read before the lock. All fill the same `Decision` fields the library does.
-- Redis rows share one `RedisStorage` (pool of 16) against a redis-server the bench starts on a
-  unix socket; `server_ns` is the server's CPU time per check, the CPU column the client's.
+- Redis rows share one `RedisStorage` (default options: pipelining over 2 connections;
+  `_RedisPool` rows: `pipelining = false`, a pool of 16) against a redis-server the bench
+  starts on a unix socket; `server_ns` is the server's CPU time per check, the CPU column the
+  client's.
 - Benchmarks build only with `RATELIMIT_BUILD_BENCHMARKS=ON`, which only the `ci-release`
   preset sets; `bench/CMakeLists.txt` warns when `CMAKE_BUILD_TYPE` is not `Release`. Google
   Benchmark 1.7.1 takes `--benchmark_min_time=0.05` (seconds, no unit suffix).

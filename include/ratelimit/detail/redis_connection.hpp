@@ -1,6 +1,7 @@
 #pragma once
 
 #include <arpa/inet.h>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstddef>
@@ -11,10 +12,12 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <span>
 #include <string>
 #include <string_view>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -59,6 +62,51 @@ struct ReplyDeleter {
     void operator()(redisReply* r) const noexcept { freeReplyObject(r); }
 };
 using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
+
+/// The error kind of a Redis error reply.
+inline StoreError classifyErrorReply(std::string_view text) {
+    const auto startsWith = [&](std::string_view p) { return text.substr(0, p.size()) == p; };
+    // Redis refuses a long command from an unauthenticated client this way, then hangs up.
+    if (startsWith("ERR Protocol error")) {
+        return text.find("unauthenticated") != std::string_view::npos ? StoreError::kAuth
+                                                                      : StoreError::kProtocol;
+    }
+    if (startsWith("OOM")) return StoreError::kOutOfMemory;
+    if (startsWith("MOVED") || startsWith("ASK")) return StoreError::kRedirected;
+    if (startsWith("NOAUTH") || startsWith("WRONGPASS") || startsWith("NOPERM"))
+        return StoreError::kAuth;
+    if (startsWith("READONLY")) return StoreError::kReadOnly;
+    if (startsWith("BUSY")) return StoreError::kBusy;
+    // Errors raised inside a script arrive wrapped: look for the inner code too.
+    if (text.find("OOM command not allowed") != std::string_view::npos)
+        return StoreError::kOutOfMemory;
+    if (text.find("READONLY") != std::string_view::npos) return StoreError::kReadOnly;
+    return StoreError::kScript;
+}
+
+/// Errors that say the server or the link is unusable (they trip the breaker); the others
+/// concern one request (out of memory, a script error, a redirect) and leave it closed.
+inline bool tripsBreaker(StoreError e) {
+    switch (e) {
+        case StoreError::kTimeout:
+        case StoreError::kOutcomeUnknown:
+        case StoreError::kUnreachable:
+        case StoreError::kClosed:
+        case StoreError::kProtocol:
+        case StoreError::kAuth:
+        case StoreError::kBusy:
+            return true;
+        default:
+            return false;
+    }
+}
+
+/// An error reply that says the link itself is unusable (auth lost, protocol error, a busy
+/// server): the connection that carried it is closed once its replies are read.
+inline bool closesConnection(const redisReply& reply) {
+    return reply.type == REDIS_REPLY_ERROR &&
+           tripsBreaker(classifyErrorReply(std::string_view(reply.str, reply.len)));
+}
 
 /// One connection to Redis: our own non-blocking socket (every wait bounded by the call's
 /// deadline, writes with MSG_NOSIGNAL so no SIGPIPE is ever raised) and hiredis's reply
@@ -119,20 +167,115 @@ public:
     /// Sends `request` and reads one reply, within the deadline. `status` tells whether the
     /// request may have run (kOutcomeUnknown) when no reply came.
     ReplyPtr roundTrip(std::string_view request, Deadline deadline, IoStatus& status) {
-        if (!send(request, deadline, status)) {
+        std::size_t sent = 0;
+        if (!send(std::span<const std::string_view>(&request, 1), deadline, status, sent)) {
             return nullptr;
         }
         return receive(deadline, status);
     }
 
+    /// Writes `parts` back to back (one `sendmsg` when the socket takes them all), within the
+    /// deadline. `sent` counts the bytes that left, also on failure: once any byte of a
+    /// request left, the server may run it.
+    bool send(std::span<const std::string_view> parts, Deadline deadline, IoStatus& status,
+              std::size_t& sent) {
+        std::size_t total = 0;
+        for (const std::string_view part : parts) {
+            total += part.size();
+        }
+        sent = 0;
+        while (sent < total) {
+            Unsent unsent(parts, sent);
+            msghdr message{};
+            message.msg_iov = unsent.vec.data();
+            message.msg_iovlen = unsent.used;
+            const ssize_t n = ::sendmsg(fd_, &message, MSG_NOSIGNAL);
+            if (n > 0) {
+                sent += static_cast<std::size_t>(n);
+                continue;
+            }
+            if (n < 0 && errno == EINTR) {
+                continue;
+            }
+            // Once any byte left, the server may run the command.
+            if (n < 0 && (wouldBlock(errno))) {
+                if (!waitFor(POLLOUT, deadline)) {
+                    status = {sent == 0 ? StoreError::kTimeout : StoreError::kOutcomeUnknown,
+                              "send timed out"};
+                    return false;
+                }
+                continue;
+            }
+            status = {sent == 0 ? StoreError::kClosed : StoreError::kOutcomeUnknown,
+                      "send: " + errorText(errno)};
+            return false;
+        }
+        return true;
+    }
+
+    /// The next reply if it is already read in full, without a system call; null otherwise
+    /// (`status` tells an unparsable one).
+    ReplyPtr buffered(IoStatus& status) {
+        void* reply = nullptr;
+        if (redisReaderGetReply(reader_, &reply) != REDIS_OK) {
+            status = {StoreError::kProtocol, "unparsable reply"};
+            return nullptr;
+        }
+        return ReplyPtr(static_cast<redisReply*>(reply));
+    }
+
+    /// Reads the next reply, within the deadline; replies come in the order of the requests.
+    ReplyPtr receive(Deadline deadline, IoStatus& status) {
+        for (;;) {
+            void* reply = nullptr;
+            if (redisReaderGetReply(reader_, &reply) != REDIS_OK) {
+                status = {StoreError::kProtocol, "unparsable reply"};
+                return nullptr;
+            }
+            if (reply != nullptr) {
+                return ReplyPtr(static_cast<redisReply*>(reply));
+            }
+            // Wait first: right after a write the reply is rarely there yet, and a recv that
+            // finds nothing is one system call more per check.
+            if (!waitFor(POLLIN, deadline)) {
+                status = {StoreError::kOutcomeUnknown, "no reply within the deadline"};
+                return nullptr;
+            }
+            std::array<char, 16384> buffer;  // NOLINT(cppcoreguidelines-pro-type-member-init)
+            const ssize_t n = ::recv(fd_, buffer.data(), buffer.size(), 0);
+            if (n > 0) {
+                redisReaderFeed(reader_, buffer.data(), static_cast<std::size_t>(n));
+                continue;
+            }
+            if (n < 0 && (errno == EINTR || wouldBlock(errno))) {
+                continue;
+            }
+            status = {StoreError::kOutcomeUnknown,
+                      n == 0 ? std::string("connection closed by the server")
+                             : "recv: " + errorText(errno)};
+            return nullptr;
+        }
+    }
+
     [[nodiscard]] pid_t owner() const noexcept { return pid_; }
 
     /// An idle connection is never readable: if it is, the server closed it (a restart) or
-    /// sent something unasked, and it must not carry a request.
-    [[nodiscard]] bool stale() const noexcept {
+    /// sent something unasked, and it must not carry a request. Only a connection idle for
+    /// `kStaleCheckAfter` or more is polled: the check is a system call, and a server that
+    /// closes a connection within that time of its last reply costs that one call (reported
+    /// as a failure, never a wrong answer).
+    [[nodiscard]] bool stale(std::chrono::steady_clock::time_point now) const noexcept {
+        if (now - idleSince_ < kStaleCheckAfter) {
+            return false;
+        }
         pollfd p{fd_, POLLIN, 0};
         return ::poll(&p, 1, 0) != 0;
     }
+
+    /// Marks the end of a use: the time `stale()` measures idleness from.
+    void idleFrom(std::chrono::steady_clock::time_point now) noexcept { idleSince_ = now; }
+
+    static constexpr std::chrono::milliseconds kStaleCheckAfter{1};
 
 private:
     RedisConnection() = default;
@@ -143,6 +286,32 @@ private:
         const auto text = ::strerror_r(err, buffer, sizeof buffer);
         return std::string(text);
     }
+
+    /// The parts not yet written, the first one from where the last write stopped.
+    struct Unsent {
+        static constexpr std::size_t kMaxParts = 8;
+        std::array<iovec, kMaxParts> vec{};
+        std::size_t used = 0;
+
+        Unsent(std::span<const std::string_view> parts, std::size_t sent) {
+            for (const std::string_view part : parts) {
+                if (sent >= part.size()) {
+                    sent -= part.size();
+                    continue;
+                }
+                if (used == kMaxParts) {
+                    break;
+                }
+                const std::string_view rest = part.substr(sent);
+                // iovec's base is non-const by POSIX; sendmsg only reads it.
+                // NOLINTNEXTLINE(cppcoreguidelines-pro-type-const-cast)
+                vec.at(used).iov_base = const_cast<char*>(rest.data());
+                vec.at(used).iov_len = rest.size();
+                sent = 0;
+                ++used;
+            }
+        }
+    };
 
     static bool wouldBlock(int err) noexcept {
 #if EAGAIN == EWOULDBLOCK
@@ -170,71 +339,10 @@ private:
         }
     }
 
-    bool send(std::string_view request, Deadline deadline, IoStatus& status) {
-        std::size_t sent = 0;
-        while (sent < request.size()) {
-            const ssize_t n =
-                ::send(fd_, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
-            if (n > 0) {
-                sent += static_cast<std::size_t>(n);
-                continue;
-            }
-            if (n < 0 && errno == EINTR) {
-                continue;
-            }
-            // Once any byte left, the server may run the command.
-            const StoreError unsent =
-                sent == 0 ? StoreError::kTimeout : StoreError::kOutcomeUnknown;
-            if (n < 0 && (wouldBlock(errno))) {
-                if (!waitFor(POLLOUT, deadline)) {
-                    status = {unsent, "send timed out"};
-                    return false;
-                }
-                continue;
-            }
-            status = {sent == 0 ? StoreError::kClosed : StoreError::kOutcomeUnknown,
-                      "send: " + errorText(errno)};
-            return false;
-        }
-        return true;
-    }
-
-    ReplyPtr receive(Deadline deadline, IoStatus& status) {
-        char buffer[16384];
-        for (;;) {
-            void* reply = nullptr;
-            if (redisReaderGetReply(reader_, &reply) != REDIS_OK) {
-                status = {StoreError::kProtocol, "unparsable reply"};
-                return nullptr;
-            }
-            if (reply != nullptr) {
-                return ReplyPtr(static_cast<redisReply*>(reply));
-            }
-            const ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
-            if (n > 0) {
-                redisReaderFeed(reader_, buffer, static_cast<std::size_t>(n));
-                continue;
-            }
-            if (n < 0 && errno == EINTR) {
-                continue;
-            }
-            if (n < 0 && (wouldBlock(errno))) {
-                if (!waitFor(POLLIN, deadline)) {
-                    status = {StoreError::kOutcomeUnknown, "no reply within the deadline"};
-                    return nullptr;
-                }
-                continue;
-            }
-            status = {StoreError::kOutcomeUnknown,
-                      n == 0 ? std::string("connection closed by the server")
-                             : "recv: " + errorText(errno)};
-            return nullptr;
-        }
-    }
-
     int fd_ = -1;
     redisReader* reader_ = nullptr;
     pid_t pid_ = ::getpid();
+    std::chrono::steady_clock::time_point idleSince_{};  // the epoch: a new connection is checked
 };
 
 /// Resolves a TCP host and port or a unix socket path, without connecting.

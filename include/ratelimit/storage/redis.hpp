@@ -22,8 +22,10 @@
 #include <ratelimit/clock.hpp>
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/checked_math.hpp>
+#include <ratelimit/detail/fork_watch.hpp>
 #include <ratelimit/detail/lua.hpp>
 #include <ratelimit/detail/redis_connection.hpp>
+#include <ratelimit/detail/redis_pipeline.hpp>
 #include <ratelimit/detail/sha1.hpp>
 #include <ratelimit/detail/throw.hpp>
 #include <ratelimit/options.hpp>
@@ -41,6 +43,9 @@ struct RedisStats {
     std::uint64_t connectsOpened = 0;  ///< connections opened (and handshakes done)
     std::uint64_t failures = 0;        ///< calls answered by the failure policy
     std::uint64_t shortCircuited = 0;  ///< of those, answered at once by the open breaker
+    /// Writes that carried requests: below `requests` when pipelining gathered several
+    /// callers' requests into one write.
+    std::uint64_t writes = 0;
 };
 
 namespace detail {
@@ -50,13 +55,17 @@ struct RedisShared;
 /// Shared storage in Redis: every check is one `EVALSHA` of the model's Lua, atomic in the
 /// server, so any number of hosts share one limit exactly.
 ///
-/// Connections come from a pool (at most `poolSize`, one caller each, no lock held across
-/// I/O). Every call has one deadline covering connect, handshake and command; a connection
-/// that saw an error or a timeout is closed, never reused. After a failure a circuit breaker
-/// answers calls by the limiter's `FailurePolicy` at once, without I/O, and probes the server
-/// again after a backoff (doubling up to a maximum). `SIGPIPE` is never raised (writes use
-/// MSG_NOSIGNAL) and no signal state is touched. A child process after `fork()` never uses
-/// its parent's connections. Construction does no I/O (the address is resolved there).
+/// Concurrent calls share a few connections (`Options::pipelining`, the default): the first
+/// caller to find a connection idle writes every request queued on it in one write and hands
+/// each caller its reply; without pipelining, connections come from a pool (at most
+/// `poolSize`, one caller each, no lock held across I/O). Every call has one deadline
+/// covering connect, handshake and command; a connection that saw an error or a timeout is
+/// closed, never reused. After a failure a circuit breaker answers calls by the limiter's
+/// `FailurePolicy` at once, without I/O, and probes the server again after a backoff
+/// (doubling up to a maximum). `SIGPIPE` is never raised (writes use MSG_NOSIGNAL) and no
+/// signal state is touched. A child process after `fork()` never uses its parent's
+/// connections. Construction does no I/O (the address is resolved there).
+///
 /// Thread safety: thread-safe; copies are handles sharing one pool and breaker.
 class RedisStorage {
 public:
@@ -82,6 +91,21 @@ public:
         /// Hears health changes (failing, healthy again), from the calling thread, outside
         /// every lock; never once per request. Must not throw.
         std::function<void(const StoreEvent&)> onEvent{};
+        /// Concurrent calls share connections (pipelining): a caller queues its request on a
+        /// connection; the first caller to find that connection idle writes every queued
+        /// request in one write, reads the replies in order and hands each caller its own,
+        /// while the others wait within their own deadline. No thread of the library's own.
+        /// A request sent at most once, a late reply never given to another caller and a
+        /// connection that saw an error closed hold as without it; a timeout or an I/O error
+        /// of a shared connection fails every request in flight on it. Default true; false:
+        /// one caller per pooled connection at a time.
+        bool pipelining = true;
+        /// With pipelining: the connections the callers share, 1 … 1024; at most `poolSize`
+        /// are used. Default 2: one batch is written while the other's replies are on their
+        /// way, and each write still gathers the requests of several callers.
+        std::size_t pipelineConnections = 2;
+        /// With pipelining: the most requests one write carries, 1 … 65536. Default 64.
+        std::size_t maxPipeline = 64;
     };
 
     using DefaultClock = RedisServerClock;
@@ -204,35 +228,60 @@ struct RedisShared {
     std::condition_variable poolFree;
     std::vector<std::unique_ptr<RedisConnection>> idle;  // guarded by poolMutex
     std::size_t open = 0;                                // guarded by poolMutex
-    pid_t pid = ::getpid();                              // guarded by poolMutex
+    ForkWatch fork;                                      // guarded by poolMutex
+    std::unique_ptr<RedisPipeline> pipeline;             // null without pipelining
 
     std::atomic<std::uint64_t> requests{0};
     std::atomic<std::uint64_t> scriptResends{0};
     std::atomic<std::uint64_t> connectsOpened{0};
     std::atomic<std::uint64_t> failures{0};
     std::atomic<std::uint64_t> shortCircuited{0};
+    std::atomic<std::uint64_t> writes{0};
 
     explicit RedisShared(RedisStorage::Options opts)
         : options(std::move(opts)),
           address(resolveRedisAddress(options.host, options.port, options.unixSocket)),
-          breaker(options.breakerBackoff, options.breakerMaxBackoff) {}
+          breaker(options.breakerBackoff, options.breakerMaxBackoff) {
+        if (options.pipelining) {
+            pipeline = std::make_unique<RedisPipeline>(
+                std::min(options.pipelineConnections, options.poolSize), options.maxPipeline,
+                [this](Deadline deadline, IoStatus& status) { return connect(deadline, status); },
+                writes);
+        }
+    }
+
+    /// Sends one request and reads its reply within the deadline, over the pipeline or a
+    /// pooled connection of its own. Null with `status` set when no reply came.
+    ReplyPtr exchange(std::string_view request, Deadline deadline, IoStatus& status) {
+        if (pipeline) {
+            return pipeline->exchange(request, deadline, status);
+        }
+        auto conn = acquire(deadline, status);
+        if (!conn) {
+            return nullptr;
+        }
+        writes.fetch_add(1, std::memory_order_relaxed);
+        ReplyPtr reply = conn->roundTrip(request, deadline, status);
+        // A connection that saw any transport, protocol or auth error is closed, never reused.
+        release(std::move(conn), reply != nullptr && !closesConnection(*reply));
+        return reply;
+    }
 
     /// A connection for one call: an idle one, or a new one (connected and authenticated
     /// within the deadline) while fewer than `poolSize` are open.
     std::unique_ptr<RedisConnection> acquire(Deadline deadline, IoStatus& status) {
         std::unique_lock<std::mutex> lock(poolMutex);
-        if (pid != ::getpid()) {
+        if (fork.forked()) {
             // A forked child: the parent's connections are never used here (closing our copy
             // of a descriptor sends nothing), and those busy at the fork never come back.
             idle.clear();
             open = 0;
-            pid = ::getpid();
         }
         for (;;) {
             while (!idle.empty()) {
                 auto c = std::move(idle.back());
                 idle.pop_back();
-                if (!c->stale()) {
+                if (!c->stale(std::chrono::steady_clock::now())) {
                     return c;
                 }
                 --open;  // closed by the server while idle (a restart): dropped unused
@@ -259,10 +308,11 @@ struct RedisShared {
     /// Returns a connection; one that saw any error is closed instead.
     void release(std::unique_ptr<RedisConnection> c, bool reusable) {
         std::unique_lock<std::mutex> lock(poolMutex);
-        if (c->owner() != pid) {
+        if (c->owner() != fork.pid()) {
             return;  // opened before a fork: dropped without use
         }
         if (reusable) {
+            c->idleFrom(std::chrono::steady_clock::now());
             idle.push_back(std::move(c));
         } else {
             --open;
@@ -322,44 +372,6 @@ struct RedisShared {
         }
     }
 };
-
-/// The error kind of a Redis error reply.
-inline StoreError classifyErrorReply(std::string_view text) {
-    const auto startsWith = [&](std::string_view p) { return text.substr(0, p.size()) == p; };
-    // Redis refuses a long command from an unauthenticated client this way, then hangs up.
-    if (startsWith("ERR Protocol error")) {
-        return text.find("unauthenticated") != std::string_view::npos ? StoreError::kAuth
-                                                                      : StoreError::kProtocol;
-    }
-    if (startsWith("OOM")) return StoreError::kOutOfMemory;
-    if (startsWith("MOVED") || startsWith("ASK")) return StoreError::kRedirected;
-    if (startsWith("NOAUTH") || startsWith("WRONGPASS") || startsWith("NOPERM"))
-        return StoreError::kAuth;
-    if (startsWith("READONLY")) return StoreError::kReadOnly;
-    if (startsWith("BUSY")) return StoreError::kBusy;
-    // Errors raised inside a script arrive wrapped: look for the inner code too.
-    if (text.find("OOM command not allowed") != std::string_view::npos)
-        return StoreError::kOutOfMemory;
-    if (text.find("READONLY") != std::string_view::npos) return StoreError::kReadOnly;
-    return StoreError::kScript;
-}
-
-/// Errors that say the server or the link is unusable (they trip the breaker); the others
-/// concern one request (out of memory, a script error, a redirect) and leave it closed.
-inline bool tripsBreaker(StoreError e) {
-    switch (e) {
-        case StoreError::kTimeout:
-        case StoreError::kOutcomeUnknown:
-        case StoreError::kUnreachable:
-        case StoreError::kClosed:
-        case StoreError::kProtocol:
-        case StoreError::kAuth:
-        case StoreError::kBusy:
-            return true;
-        default:
-            return false;
-    }
-}
 
 inline std::string decimal(std::int64_t v) {
     char buffer[24];
@@ -447,14 +459,8 @@ public:
         if (!shared_->breaker.admit(start).proceed) {
             return;  // no I/O during an outage; the key expires on its own
         }
-        const auto deadline = start + shared_->options.timeout;
         detail::IoStatus status;
-        auto conn = shared_->acquire(deadline, status);
-        if (!conn) {
-            return;
-        }
-        const detail::ReplyPtr reply = conn->roundTrip(request, deadline, status);
-        shared_->release(std::move(conn), reply != nullptr);
+        shared_->exchange(request, start + shared_->options.timeout, status);
     }
 
     /// The Redis key holding `key`'s state: the length prefix keeps the encoding injective and
@@ -510,34 +516,25 @@ private:
     std::optional<Decision> run(std::string_view key, const std::string& now, Tick phase,
                                 std::int64_t cost, bool consume, detail::Deadline deadline,
                                 detail::IoStatus& status) const {
-        auto conn = shared_->acquire(deadline, status);
-        if (!conn) {
-            return std::nullopt;
-        }
         const std::string redisKeyName = redisKey(key);
         detail::ReplyPtr reply =
-            send(*conn, sha_, "EVALSHA", redisKeyName, now, phase, cost, consume, deadline, status);
+            send(sha_, "EVALSHA", redisKeyName, now, phase, cost, consume, deadline, status);
         if (reply && isNoScript(*reply)) {
             // The script did not run (restart, failover, SCRIPT FLUSH): the one resend allowed.
             shared_->scriptResends.fetch_add(1, std::memory_order_relaxed);
-            reply = send(*conn, script_, "EVAL", redisKeyName, now, phase, cost, consume, deadline,
-                         status);
+            reply =
+                send(script_, "EVAL", redisKeyName, now, phase, cost, consume, deadline, status);
         }
-        std::optional<Decision> answer;
-        if (reply) {
-            answer = parse(*reply, status);
+        if (!reply) {
+            return std::nullopt;
         }
-        // A connection that saw any transport, protocol or auth error is closed, never reused.
-        const bool reusable =
-            reply != nullptr && (answer.has_value() || !detail::tripsBreaker(status.error));
-        shared_->release(std::move(conn), reusable);
-        return answer;
+        return parse(*reply, status);
     }
 
-    detail::ReplyPtr send(detail::RedisConnection& conn, const std::string& scriptOrSha,
-                          std::string_view verb, const std::string& redisKeyName,
-                          const std::string& now, Tick phase, std::int64_t cost, bool consume,
-                          detail::Deadline deadline, detail::IoStatus& status) const {
+    detail::ReplyPtr send(const std::string& scriptOrSha, std::string_view verb,
+                          const std::string& redisKeyName, const std::string& now, Tick phase,
+                          std::int64_t cost, bool consume, detail::Deadline deadline,
+                          detail::IoStatus& status) const {
         std::string request;
         request.reserve(redisKeyName.size() + scriptOrSha.size() + 160);
         detail::appendCommand(
@@ -546,7 +543,7 @@ private:
              detail::decimal(phase), params_[0], params_[1], params_[2], params_[3], params_[4],
              params_[5], params_[6], params_[7], params_[8]});
         shared_->requests.fetch_add(1, std::memory_order_relaxed);
-        return conn.roundTrip(request, deadline, status);
+        return shared_->exchange(request, deadline, status);
     }
 
     static bool isNoScript(const redisReply& reply) {
@@ -646,6 +643,13 @@ inline RedisStorage::RedisStorage(Options options) {
     if (options.fallbackMaxKeys < 1) {
         bad("fallbackMaxKeys must be >= 1");
     }
+    if (options.pipelineConnections < 1 || options.pipelineConnections > 1024) {
+        bad("pipelineConnections must be in 1..1024 (got " +
+            std::to_string(options.pipelineConnections) + ")");
+    }
+    if (options.maxPipeline < 1 || options.maxPipeline > 65536) {
+        bad("maxPipeline must be in 1..65536 (got " + std::to_string(options.maxPipeline) + ")");
+    }
     shared_ = std::make_shared<detail::RedisShared>(std::move(options));
 }
 
@@ -668,6 +672,7 @@ inline RedisStats RedisStorage::stats() const {
     s.connectsOpened = shared_->connectsOpened.load(std::memory_order_relaxed);
     s.failures = shared_->failures.load(std::memory_order_relaxed);
     s.shortCircuited = shared_->shortCircuited.load(std::memory_order_relaxed);
+    s.writes = shared_->writes.load(std::memory_order_relaxed);
     return s;
 }
 

@@ -1,0 +1,76 @@
+#pragma once
+
+#include <cstddef>
+#include <sys/mman.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+namespace ratelimit {
+inline namespace v1 {
+namespace detail {
+
+/// Tells a process it was forked since the last look, without a system call per look: one
+/// page of its own, mapped with `MADV_WIPEONFORK`, reads as zero in a child. Where the kernel
+/// lacks it (before Linux 4.14) each look compares `getpid()` instead. No process-wide state:
+/// the page belongs to this object alone.
+/// Thread safety: not thread-safe; its owner calls it under its own lock.
+class ForkWatch {
+public:
+    ForkWatch() noexcept {
+#ifdef MADV_WIPEONFORK
+        const long pageSize = ::sysconf(_SC_PAGESIZE);
+        size_ = pageSize > 0 ? static_cast<std::size_t>(pageSize) : 4096;
+        void* page =
+            ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (page != MAP_FAILED) {
+            if (::madvise(page, size_, MADV_WIPEONFORK) == 0) {
+                page_ = page;
+                mark_ = static_cast<volatile unsigned char*>(page);
+                *mark_ = 1;
+            } else {
+                ::munmap(page, size_);
+            }
+        }
+#endif
+    }
+    ForkWatch(const ForkWatch&) = delete;
+    ForkWatch& operator=(const ForkWatch&) = delete;
+    ForkWatch(ForkWatch&&) = delete;
+    ForkWatch& operator=(ForkWatch&&) = delete;
+    ~ForkWatch() {
+        if (page_ != nullptr) {
+            ::munmap(page_, size_);
+        }
+    }
+
+    /// True on the first look in a process forked since the previous look.
+    bool forked() noexcept {
+        if (mark_ != nullptr) {
+            if (*mark_ != 0) {
+                return false;
+            }
+            *mark_ = 1;
+            pid_ = ::getpid();
+            return true;
+        }
+        const pid_t now = ::getpid();
+        if (now == pid_) {
+            return false;
+        }
+        pid_ = now;
+        return true;
+    }
+
+    /// The process this object last looked from.
+    [[nodiscard]] pid_t pid() const noexcept { return pid_; }
+
+private:
+    void* page_ = nullptr;
+    volatile unsigned char* mark_ = nullptr;  // the page's first byte: 0 in a forked child
+    std::size_t size_ = 0;
+    pid_t pid_ = ::getpid();
+};
+
+}  // namespace detail
+}  // namespace v1
+}  // namespace ratelimit
