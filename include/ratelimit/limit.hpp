@@ -28,6 +28,9 @@ constexpr std::chrono::nanoseconds toNanoseconds(std::chrono::duration<Rep, Peri
     if (scaled / Ratio::den > kInt64Max) {
         throwInvalidArgument("Limit.period is too long (above 2^63 ns, 292 years)");
     }
+    if (scaled / Ratio::den < kInt64Min) {  // narrowed, it would wrap to a positive period
+        throwInvalidArgument("Limit.period must be at least 1ns (got one below -2^63 ns)");
+    }
     return std::chrono::nanoseconds{static_cast<std::int64_t>(scaled / Ratio::den)};
 }
 
