@@ -36,12 +36,12 @@ struct SlidingLogModel {
 
     static Decision step(State& state, const Quota& q, Tick now, std::int64_t cost) {
         auto& runs = state.runs;
-        // After a step back the log shifts so its newest entry sits at `now`.
-        const Tick shift =
-            (!runs.empty() && now < runs.back().time) ? detail::satSub(runs.back().time, now) : 0;
-        const auto expired = [&](const Run& r) {
-            return detail::satSub(now, detail::satSub(r.time, shift)) >= q.period;
-        };
+        // After a step back the log shifts so its newest entry sits at `now`: ages then count
+        // from the newest entry (never as `time - shift`, whose shift may not fit 64 bits).
+        const bool steppedBack = !runs.empty() && now < runs.back().time;
+        const Tick reference = steppedBack ? runs.back().time : now;
+        const auto age = [&](const Run& r) { return detail::satSub(reference, r.time); };
+        const auto expired = [&](const Run& r) { return age(r) >= q.period; };
         std::size_t first = 0;
         while (first < runs.size() && expired(runs[first])) {
             ++first;
@@ -50,16 +50,13 @@ struct SlidingLogModel {
         for (std::size_t i = first; i < runs.size(); ++i) {
             used += runs[i].count;
         }
-        const Tick reset =
-            first < runs.size()
-                ? q.period - detail::satSub(now, detail::satSub(runs.back().time, shift))
-                : 0;
+        const Tick reset = first < runs.size() ? q.period - age(runs.back()) : 0;
         if (cost > q.count) {
             return detail::decision(q, false, q.count, q.count - used, detail::kNeverTicks, reset);
         }
         if (used + cost <= q.count) {
             if (cost > 0) {
-                compact(runs, first, shift);
+                compact(runs, first, steppedBack, now);
                 append(runs, now, cost, q.maxRunsPerKey);
             }
             return detail::decision(q, true, q.count, q.count - used - cost, 0,
@@ -71,9 +68,9 @@ struct SlidingLogModel {
         while (used - freed + cost > q.count) {
             freed += runs[j++].count;
         }
-        const Tick wait = q.period - detail::satSub(now, detail::satSub(runs[j - 1].time, shift));
-        if (shift > 0) {
-            compact(runs, first, shift);
+        const Tick wait = q.period - age(runs[j - 1]);
+        if (steppedBack) {
+            compact(runs, first, steppedBack, now);
         }
         return detail::decision(q, false, q.count, q.count - used, wait, reset);
     }
@@ -192,11 +189,14 @@ end
 
 private:
     /// Drops the expired runs before `first` and applies the step-back shift.
-    static void compact(std::vector<Run>& runs, std::size_t first, Tick shift) {
+    /// Drops the expired runs; after a step back, moves the rest so the newest sits at `now`
+    /// (each keeps its age, below the period, so only `now` minus it can saturate).
+    static void compact(std::vector<Run>& runs, std::size_t first, bool steppedBack, Tick now) {
         runs.erase(runs.begin(), runs.begin() + static_cast<std::ptrdiff_t>(first));
-        if (shift > 0) {
+        if (steppedBack && !runs.empty()) {
+            const Tick newest = runs.back().time;
             for (Run& r : runs) {
-                r.time = detail::satSub(r.time, shift);
+                r.time = detail::satSub(now, newest - r.time);
             }
         }
     }
