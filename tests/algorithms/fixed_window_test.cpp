@@ -270,7 +270,7 @@ TEST_CASE("FixedWindow: a clock stepping back admits nothing extra and keeps the
     }
 }
 
-TEST_CASE("FixedWindow: after a step back the window keeps its time left, then realigns",
+TEST_CASE("FixedWindow: after a step back the windows keep their shift until the key is idle",
           "[fixed_window][memory]") {
     // 10/min, exhausted at 10:00:40 (window [10:00, 10:01), 20 s left).
     ManualClock clock;
@@ -293,13 +293,37 @@ TEST_CASE("FixedWindow: after a step back the window keeps its time left, then r
         c.advance(20s - 1ns);
         CHECK(!l.tryAcquire("k").allowed);
         c.advance(1ns);
-        // The shifted window is over: the key is fresh and back on epoch-aligned windows.
+        // The shifted window is over. The next one follows it: an aligned window here would
+        // overlap the one the key already used (a clock stepping back and forth would then
+        // reopen it again and again).
+        const Decision next = l.tryAcquire("k");
+        CHECK(next.allowed);
+        CHECK(next.remaining == 9);
+        CHECK(next.resetAfter == 1min);
+        // Idle past the next aligned edge, the key is fresh and back on epoch-aligned windows.
+        c.advance(2min);
         const Decision fresh = l.tryAcquire("k");
         CHECK(fresh.allowed);
         CHECK(fresh.remaining == 9);
         const auto sinceZero = c.now().time_since_epoch();
         CHECK(fresh.resetAfter == 1min - sinceZero % 1min);
     }
+}
+
+TEST_CASE("FixedWindow: a clock stepping back and forth reopens no window",
+          "[fixed_window][memory]") {
+    // 10 per 5 ns, the clock oscillating between 4 and 3: in the key's own time (one tick per
+    // oscillation) a fixed window admits at most two windows' worth.
+    ManualClock clock;
+    Window limiter{Limit::per(10, Nanos{5}), {}, clock};
+    std::int64_t admitted = 0;
+    for (int i = 0; i < 6; ++i) {
+        clock.set(Nanos{4});
+        admitted += limiter.tryAcquire("k", 10).allowed ? 10 : 0;
+        clock.set(Nanos{3});
+        CHECK_FALSE(limiter.tryAcquire("k", 1).allowed);
+    }
+    CHECK(admitted == 20);
 }
 
 TEST_CASE("FixedWindow: works at both ends of the clock's range", "[fixed_window][memory]") {

@@ -25,6 +25,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -224,6 +225,18 @@ std::optional<LuaDecision> parseDecision(const redisReply* r, std::string& error
 
 std::int64_t ceilMs(std::int64_t us) { return us / 1000 + (us % 1000 != 0 ? 1 : 0); }
 
+/// How long a written key is kept, in µs: its resetAfter, and for a fixed window shifted by a
+/// clock step also the time from its end to the next aligned edge (FixedWindowModel::isFresh).
+template <class Model>
+std::int64_t keepUs(const typename Model::State& stored, const Quota& q, std::int64_t reset) {
+    if constexpr (std::is_same_v<Model, ratelimit::FixedWindowModel>) {
+        const std::int64_t end = stored.start + q.period;
+        return reset + ((-end % q.period) + q.period) % q.period;
+    } else {
+        return reset;
+    }
+}
+
 /// Empty when equal, else what differs.
 std::string compare(const Decision& d, const LuaDecision& l) {
     std::ostringstream out;
@@ -378,6 +391,7 @@ struct Differential {
         typename Model::State state{};
         bool hasExpiry = false;  // the key exists, and Redis drops it at `expiry`
         Tick expiry = 0;         // (simulated time)
+        Tick resetEnd = 0;       // the last write's now + resetAfter
         Tick lastWrite = 0;
         std::int64_t lastRemaining = lim;
 
@@ -471,7 +485,8 @@ struct Differential {
             // A script that stalled for a whole TTL on a busy machine may see Redis drop the
             // key it just wrote (the TTL counts from the millisecond the script started): not
             // the script's fault. The C++ state is put back and the run goes on.
-            const std::int64_t ttlMs = ceilMs(l->reset) + 1;
+            const std::int64_t keep = keepUs<Model>(state, q, l->reset);
+            const std::int64_t ttlMs = ceilMs(keep) + 1;
             const bool stalled = wrote && endMs - startMs + 1 >= ttlMs;
             const std::optional<Fields> stored = hashOf(hash);
             if (stalled && !stored && pttl == -2) {
@@ -506,8 +521,9 @@ struct Differential {
             }
             if (wrote) {
                 // From here on the key is kept in simulated time; it must be fresh by
-                // now + resetAfter (Redis keeps it up to 1 ms longer, harmlessly).
-                expiry = now + l->reset;
+                // now + keep (Redis keeps it up to 1 ms longer, harmlessly).
+                expiry = now + keep;
+                resetEnd = now + l->reset;
                 hasExpiry = true;
                 lastWrite = now;
                 ++writes;
@@ -517,12 +533,11 @@ struct Differential {
                     FAIL(context.str()
                          << ": PTTL " << pttl << " without a write (expected " << expected << ")");
                 }
-                // Nothing written since the last write: resetAfter counts down with the clock,
-                // so the TTL set then is still resetAfter (+1 ms) now. (An admitted peek reports
-                // the reset after its cost, as if consumed.)
-                if (after && hasExpiry && now < expiry && now >= lastWrite &&
-                    (cost == 0 || !l->allowed) && expiry - now != l->reset) {
-                    FAIL(context.str() << ": " << (expiry - now)
+                // Nothing written since the last write: resetAfter counts down with the clock.
+                // (An admitted peek reports the reset after its cost, as if consumed.)
+                if (after && hasExpiry && now < resetEnd && now >= lastWrite &&
+                    (cost == 0 || !l->allowed) && resetEnd - now != l->reset) {
+                    FAIL(context.str() << ": " << (resetEnd - now)
                                        << "us left of the last write's resetAfter, but reset "
                                        << l->reset << "us");
                 }

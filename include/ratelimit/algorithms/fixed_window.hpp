@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string_view>
 
@@ -15,7 +16,10 @@ inline namespace v1 {
 /// a window edge.
 ///
 /// State (24 bytes): the key's window start, the tick of its last write and the count used.
-/// After a step back the key's window shifts by the step, keeping the time it had left.
+/// After a step back the key's window shifts by the step, keeping the time it had left, and
+/// its next windows follow the shifted one until an epoch-aligned window no longer overlaps
+/// it: realigning at once would reopen the aligned window the key already used (a clock
+/// oscillating by one tick would then admit `count` per oscillation).
 /// Thread safety: stateless; `step` is a pure function of its arguments.
 struct FixedWindowModel {
     static constexpr std::string_view kName = "fixed_window";
@@ -74,11 +78,12 @@ function fixed_window.rebaseAndRoll(s, now, p)
     s.start = s.start - (s.last - now)
     s.last = now
   end
+  local aligned = idiv(now, p.period) * p.period
   if s.used > 0 and now - s.start >= p.period then
     s.used = 0
-  end
-  if s.used == 0 then
-    s.start = idiv(now, p.period) * p.period
+    s.start = math.max(aligned, s.start + p.period)
+  elseif s.used == 0 then
+    s.start = aligned
   end
   return steppedBack
 end
@@ -104,19 +109,22 @@ function fixed_window.step(s, now, cost, p)
   end
   return false, p.count - s.used, left, reset, steppedBack
 end
-function fixed_window.store(key, s, reset)
+function fixed_window.store(key, s, reset, p)
   if reset <= 0 then
     redis.call('DEL', key)
     return
   end
   redis.call('HSET', key, 'start', fmt(s.start), 'last', fmt(s.last), 'used', fmt(s.used))
-  keepFor(key, reset)
+  -- A shifted window is kept until the next aligned edge, as isFresh says in C++.
+  keepFor(key, reset + imod(-(s.start + p.period), p.period))
 end
 )lua";
 
+    /// Fresh once the window is over and the aligned window holding `now` starts after it
+    /// (the same thing for an aligned window; later for one shifted by a step back).
     static bool isFresh(const State& state, const Quota& q, Tick now) noexcept {
-        return state.used == 0 ||
-               (now >= state.last && detail::satSub(now, state.start) >= q.period);
+        return state.used == 0 || (now >= state.last && detail::alignedStart(now, q.period) >=
+                                                            detail::satAdd(state.start, q.period));
     }
 
     static Tick lastWrite(const State& state) noexcept {
@@ -126,8 +134,9 @@ end
     static ModelRange range(const Quota& q) noexcept { return {q.period, q.count}; }
 
 private:
-    /// Shifts the window after a step back, then starts a new aligned window when the key's
-    /// window is over (or the key is fresh). Returns whether it rebased.
+    /// Shifts the window after a step back, then starts a new window when the key's window
+    /// is over (aligned, unless that would overlap the shifted one) or the key is fresh.
+    /// Returns whether it rebased.
     static bool rebaseAndRoll(State& s, const Quota& q, Tick now) noexcept {
         const bool steppedBack = s.used > 0 && now < s.last;
         if (steppedBack) {
@@ -135,11 +144,12 @@ private:
             s.start = detail::satSub(s.start, step);
             s.last = now;
         }
+        const Tick aligned = detail::alignedStart(now, q.period);
         if (s.used > 0 && detail::satSub(now, s.start) >= q.period) {
             s.used = 0;
-        }
-        if (s.used == 0) {
-            s.start = detail::alignedStart(now, q.period);
+            s.start = std::max(aligned, detail::satAdd(s.start, q.period));
+        } else if (s.used == 0) {
+            s.start = aligned;
         }
         return steppedBack;
     }

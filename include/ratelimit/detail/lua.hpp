@@ -115,9 +115,9 @@ local allowed, remaining, retry, reset, write = model.step(s, now, cost, p)
 if remaining < 0 then remaining = 0 end
 if consume and cost > 0 and write then
   if allowed then
-    model.store(KEYS[1], s, reset)
+    model.store(KEYS[1], s, reset, p)
   else
-    pcall(model.store, KEYS[1], s, reset)
+    pcall(model.store, KEYS[1], s, reset, p)
   end
 end
 if late > 0 then
