@@ -81,3 +81,24 @@ TEST_CASE("Fuzz regression: a sliding log step back of 2^63 ticks keeps the wait
     clock.advance(Nanos{1});
     CHECK(log.tryAcquire("k").allowed);
 }
+
+// ratelimit_fuzz_fixed_window (rolling bound): a refused call after a step back rebases the key,
+// so its shifted window ends at the clock time it had before the step; there the key is fresh
+// and returns to the epoch-aligned window holding that time — the window it already used. A
+// clock oscillating by one tick thus opens a new window per oscillation: 10 per 5 ns admits 10
+// per tick. DESIGN.md: a step back is "no time passed ... nothing extra admitted"; in the key's
+// own time (3 ticks here) a fixed window admits at most two windows' worth, 2·count.
+TEST_CASE("Fuzz regression: a fixed window under a clock oscillating by a tick admits no more",
+          "[unit][fixed_window][fuzz-regression][!shouldfail]") {
+    ManualClock clock;
+    ratelimit::FixedWindow<MemoryStorage, ManualClock> window{Limit::per(10, Nanos{5}),
+                                                              MemoryStorage{}, clock};
+    std::int64_t admitted = 0;
+    for (int i = 0; i < 3; ++i) {
+        clock.set(Nanos{4});
+        admitted += window.tryAcquire("k", 10).allowed ? 10 : 0;
+        clock.set(Nanos{3});
+        CHECK_FALSE(window.tryAcquire("k", 1).allowed);  // refused; rebases the key
+    }
+    CHECK(admitted <= 20);
+}
