@@ -9,6 +9,7 @@ packages=(
     # clang 14 with its sanitizer and libFuzzer runtimes (Debian ships them apart from clang),
     # and llvm for llvm-symbolizer, so sanitizer and fuzzer reports name source lines.
     clang libclang-rt-14-dev llvm clang-format clang-tidy
+    libcpp-httplib-dev wrk
     "$@"
 )
 

@@ -67,9 +67,9 @@ public:
           options_(std::move(options)),
           table_(storage_.template table<Model>(options_, quota_)) {}
 
-    /// Decides whether `key` may spend `cost` now, and spends it if so. The clock is read where
-    /// the storage applies the step (in memory: inside the key's critical section), so calls on
-    /// one key take effect in the order of their times.
+    /// Decides whether `key` may spend `cost` now, and spends it if so. The storage reads the
+    /// clock so that calls on one key take effect in the order of their times (in memory: just
+    /// before the key's lock, and again under it if another call wrote a later time meanwhile).
     ///
     /// Any byte string is a key, the empty one included. `cost == 0` is a peek: allowed, nothing
     /// changes. A refusal consumes nothing. A cost above the limit is refused with
@@ -128,8 +128,8 @@ private:
         }
     }
 
-    /// Reads the clock where the storage says: inside the key's critical section in memory,
-    /// so calls on one key take effect in the order of their times.
+    /// Lets the storage read the clock (see `tryAcquire`): calls on one key then take effect
+    /// in the order of their times.
     Decision stepNow(std::string_view key, std::int64_t cost, bool consume) {
         checkCost(cost);
         const Tick phase = phaseOf(key);

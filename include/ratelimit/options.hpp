@@ -43,7 +43,7 @@ struct LimiterOptions {
     /// no interval is credited twice, and its waits count from its own time (so they exceed
     /// the usual bounds by up to this much). Earlier calls are clock steps and rebase the key.
     /// The default, 0, keeps the exact rebase rule: calls that read the limiter's own clock
-    /// are never late (the memory storage reads it inside the key's critical section), but
+    /// are never late (the memory storage rereads it under the key's lock when it is), but
     /// concurrent callers of `tryAcquire(key, cost, now)`, or hosts sharing Redis with their
     /// own clocks, should set it above their largest delay or skew. 0 … 1 h.
     std::chrono::nanoseconds lateCallTolerance{0};

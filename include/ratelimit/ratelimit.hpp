@@ -9,8 +9,15 @@
 #include <ratelimit/algorithms/sliding_counter.hpp>
 #include <ratelimit/algorithms/sliding_log.hpp>
 #include <ratelimit/algorithms/token_bucket.hpp>
+#include <ratelimit/any_limiter.hpp>
 #include <ratelimit/clock.hpp>
 #include <ratelimit/decision.hpp>
+#include <ratelimit/http/cidr.hpp>
+#include <ratelimit/http/client_key.hpp>
+#include <ratelimit/http/headers.hpp>
+#include <ratelimit/http/problem.hpp>
+#include <ratelimit/http/route_limiter.hpp>
+#include <ratelimit/http/routes.hpp>
 #include <ratelimit/limit.hpp>
 #include <ratelimit/limiter.hpp>
 #include <ratelimit/options.hpp>

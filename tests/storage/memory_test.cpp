@@ -334,8 +334,8 @@ TEST_CASE("MemoryStorage: fresh entries elsewhere reach a new key within one swe
           "[unit][storage][memory]") {
     // DESIGN.md: "a fresh entry is free space". White-box choice of keys, from the table's
     // layout (16-slot groups, ceil(maxKeys / kKeysPerGroup) of them; a key's two candidate
-    // groups are the seeded SipHash digest's halves reduced by multiply-shift; k1 = seed ^
-    // 0x9e3779b97f4a7c15; the sweep cursor moves kSweepPerCall slots per inserting call): all
+    // groups are the halves of the seeded short-key hash (keys of up to 16 bytes) reduced by
+    // multiply-shift; the sweep cursor moves kSweepPerCall slots per inserting call): all
     // maxKeys entries sit in groups 0-2, the new key can only go to group 3, and the sweep of
     // its call looks at group 3 too. Fresh entries are reclaimed by the sweep (a constant
     // number of slots per inserting call, no background thread), so such a key may spill for a
@@ -347,7 +347,8 @@ TEST_CASE("MemoryStorage: fresh entries elsewhere reach a new key within one swe
     constexpr std::size_t kGroups =
         (kMaxKeys + ratelimit::detail::kKeysPerGroup - 1) / ratelimit::detail::kKeysPerGroup;
     STATIC_REQUIRE(kGroups >= 4);  // group 3 exists and may stay empty at maxKeys
-    const ratelimit::detail::SipHash128 hash(kSeed, kSeed ^ 0x9e3779b97f4a7c15ULL);
+    const auto seeds = ratelimit::detail::hashSeeds(kSeed);
+    const ratelimit::detail::ShortKeyHash hash(seeds[0], seeds[1], seeds[2], seeds[3]);
     const auto groupOf = [](std::uint64_t h) {
         return static_cast<std::size_t>((ratelimit::detail::UInt128{h} * kGroups) >> 64U);
     };

@@ -27,7 +27,8 @@ struct FixedWindowModel {
         std::int64_t used = 0;  ///< 0 marks a fresh key
     };
 
-    static Decision step(State& state, const Quota& q, Tick now, std::int64_t cost) noexcept {
+    RATELIMIT_ALWAYS_INLINE static Decision step(State& state, const Quota& q, Tick now,
+                                                 std::int64_t cost) noexcept {
         State view = state;
         const bool steppedBack = rebaseAndRoll(view, q, now);
         const Tick left = q.period - detail::satSub(now, view.start);

@@ -8,6 +8,7 @@
 
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/checked_math.hpp>
+#include <ratelimit/detail/inline.hpp>
 #include <ratelimit/detail/throw.hpp>
 #include <ratelimit/limit.hpp>
 
@@ -33,6 +34,8 @@ struct Quota {
     std::int64_t capacityUnits = 1;   ///< burst * unitsPerToken (< 2^62 once accepted)
     std::int64_t maxRunsPerKey = 64;  ///< sliding log only
     Tick lateTolerance = 0;           ///< ticks; see `LimiterOptions::lateCallTolerance`
+    detail::Divisor perToken;         ///< divides by `unitsPerToken` without a divide
+    detail::Divisor perTick;          ///< divides by `unitsPerTick` without a divide
 
     /// Compiles `limit` for a clock whose tick is `nanosPerTick` nanoseconds.
     /// Throws: `std::invalid_argument` when the period is not a whole number of ticks.
@@ -57,6 +60,8 @@ struct Quota {
         const std::int64_t g = detail::gcd(q.count, q.period);
         q.unitsPerToken = q.period / g;
         q.unitsPerTick = q.count / g;
+        q.perToken = detail::Divisor(q.unitsPerToken);
+        q.perTick = detail::Divisor(q.unitsPerTick);
         q.capacityUnits = detail::clampToInt64(detail::Int128{q.burst} * q.unitsPerToken);
         q.maxRunsPerKey = maxRunsPerKey;
         q.lateTolerance = lateToleranceTicks < 0 ? 0 : lateToleranceTicks;
@@ -96,8 +101,9 @@ concept AlgorithmModel = std::default_initializable<typename M::State> &&
 namespace detail {
 
 /// Builds a `Decision` from tick durations; `retryTicks < 0` means never.
-inline Decision decision(const Quota& q, bool allowed, std::int64_t limit, std::int64_t remaining,
-                         Tick retryTicks, Tick resetTicks) noexcept {
+RATELIMIT_ALWAYS_INLINE Decision decision(const Quota& q, bool allowed, std::int64_t limit,
+                                          std::int64_t remaining, Tick retryTicks,
+                                          Tick resetTicks) noexcept {
     Decision d;
     d.allowed = allowed;
     d.limit = limit;
@@ -122,9 +128,11 @@ struct BucketOutcome {
     std::int64_t deficitAfter;  ///< deficit to store when allowed
 };
 
-inline BucketOutcome bucketStep(const Quota& q, std::int64_t deficit, std::int64_t cost) noexcept {
-    const auto reset = [&](std::int64_t d) { return ceilDiv(d, q.unitsPerTick); };
-    const auto remaining = [&](std::int64_t d) { return (q.capacityUnits - d) / q.unitsPerToken; };
+RATELIMIT_ALWAYS_INLINE BucketOutcome bucketStep(const Quota& q, std::int64_t deficit,
+                                                 std::int64_t cost) noexcept {
+    // Every dividend is below 2^62 + 2^62 (deficits and capacity are below 2^62).
+    const auto reset = [&](std::int64_t d) { return q.perTick.ceil(d); };
+    const auto remaining = [&](std::int64_t d) { return q.perToken.floor(q.capacityUnits - d); };
     if (cost > q.burst) {
         return {decision(q, false, q.burst, remaining(deficit), kNeverTicks, reset(deficit)),
                 deficit};
@@ -135,7 +143,7 @@ inline BucketOutcome bucketStep(const Quota& q, std::int64_t deficit, std::int64
         const std::int64_t after = deficit + costUnits;
         return {decision(q, true, q.burst, remaining(after), 0, reset(after)), after};
     }
-    const Tick wait = ceilDiv(deficit + costUnits - q.capacityUnits, q.unitsPerTick);
+    const Tick wait = q.perTick.ceil(deficit + costUnits - q.capacityUnits);
     return {decision(q, false, q.burst, remaining(deficit), wait, reset(deficit)), deficit};
 }
 
@@ -166,7 +174,8 @@ end
 /// clock that stepped back. It is answered at the last write — no rebase, so the interval is
 /// never credited twice — and its waits are counted from its own time.
 template <AlgorithmModel M>
-Decision applyStep(typename M::State& state, const Quota& q, Tick now, std::int64_t cost) {
+RATELIMIT_ALWAYS_INLINE Decision applyStep(typename M::State& state, const Quota& q, Tick now,
+                                           std::int64_t cost) {
     const Tick last = M::lastWrite(state);
     Tick late = 0;
     if (now < last && satSub(last, now) <= q.lateTolerance) {

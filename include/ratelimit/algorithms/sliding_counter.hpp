@@ -29,15 +29,19 @@ struct SlidingCounterModel {
         std::int64_t current = 0;
     };
 
-    static Decision step(State& state, const Quota& q, Tick now, std::int64_t cost) noexcept {
+    RATELIMIT_ALWAYS_INLINE static Decision step(State& state, const Quota& q, Tick now,
+                                                 std::int64_t cost) noexcept {
         using detail::Int128;
         State view = state;
         const bool steppedBack = rebaseAndRoll(view, q, now);
         const Tick w = q.period;
         const Tick e = now - view.start;  // 0 <= e < w after the roll
         const Int128 weighted = Int128{view.previous} * (w - e);
-        const std::int64_t remaining =
-            detail::clampToInt64((Int128{q.count} * w - weighted) / w) - view.current;
+        // floor((count·W − weighted) / W) = count − ceil(weighted / W); weighted / W <= previous,
+        // so the quotient fits 64 bits, and a key with no previous window divides nothing.
+        const std::int64_t carried =
+            view.previous == 0 ? 0 : ceilNarrow(weighted, static_cast<std::uint64_t>(w));
+        const std::int64_t remaining = q.count - carried - view.current;
         const Tick reset = view.current > 0 ? 2 * w - e : (view.previous > 0 ? w - e : 0);
         if (cost > q.count) {
             return detail::decision(q, false, q.count, remaining, detail::kNeverTicks, reset);
@@ -165,14 +169,21 @@ private:
         const Tick w = q.period;
         if (s.current + cost <= q.count) {
             // Within this window, once the previous window's weight has decayed enough.
+            // 0 < excess <= previous·(W − e): the quotient is at most W − e.
             const Int128 excess =
                 Int128{s.previous} * (w - e) - Int128{q.count - s.current - cost} * w;
-            return detail::clampToInt64(detail::ceilDiv(excess, Int128{s.previous}));
+            return ceilNarrow(excess, static_cast<std::uint64_t>(s.previous));
         }
-        // In the next window, where the current count becomes the decaying previous one.
-        const Int128 into =
-            detail::ceilDiv(Int128{w} * (s.current + cost - q.count), Int128{s.current});
-        return (w - e) + detail::clampToInt64(into);
+        // In the next window, where the current count becomes the decaying previous one;
+        // cost <= count makes current + cost − count <= current, so the quotient is at most W.
+        const Int128 into = Int128{w} * (s.current + cost - q.count);
+        return (w - e) + ceilNarrow(into, static_cast<std::uint64_t>(s.current));
+    }
+
+    /// ceil(n / d) for 0 <= n whose quotient is below 2^62.
+    static std::int64_t ceilNarrow(detail::Int128 n, std::uint64_t d) noexcept {
+        const auto un = static_cast<detail::UInt128>(n);
+        return static_cast<std::int64_t>(detail::narrowDivide(un + d - 1, d));
     }
 
     /// Shifts the windows after a step back; moves them forward to `now`; re-aligns a fresh key

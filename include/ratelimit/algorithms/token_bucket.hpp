@@ -25,7 +25,8 @@ struct TokenBucketModel {
         std::int64_t deficit = 0;
     };
 
-    static Decision step(State& state, const Quota& q, Tick now, std::int64_t cost) noexcept {
+    RATELIMIT_ALWAYS_INLINE static Decision step(State& state, const Quota& q, Tick now,
+                                                 std::int64_t cost) noexcept {
         const bool steppedBack = state.deficit > 0 && now < state.last;
         const auto outcome = detail::bucketStep(q, deficitAt(state, q, now), cost);
         if (cost > 0 && cost <= q.burst && (outcome.decision.allowed || steppedBack)) {
@@ -103,9 +104,9 @@ private:
         if (state.deficit == 0 || now <= state.last) {
             return state.deficit;
         }
-        // `elapsed` is capped at the time to full before it is multiplied.
+        // Refilled when elapsed·unitsPerTick covers the deficit (a 128-bit product, no divide).
         const std::int64_t elapsed = detail::satSub(now, state.last);
-        if (elapsed >= detail::ceilDiv(state.deficit, q.unitsPerTick)) {
+        if (detail::Int128{elapsed} * q.unitsPerTick >= state.deficit) {
             return 0;
         }
         return state.deficit - elapsed * q.unitsPerTick;

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <limits>
 
@@ -55,6 +56,60 @@ constexpr std::int64_t clampToInt64(Int128 v) noexcept {
     }
     return static_cast<std::int64_t>(v);
 }
+
+/// floor(n / d) for a 128-bit `n` whose quotient fits 64 bits (`n >> 64 < d`, d > 0): one
+/// hardware divide on x86-64 instead of the library's 128-bit division routine.
+inline std::uint64_t narrowDivide(UInt128 n, std::uint64_t d) noexcept {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    std::uint64_t quotient = 0;
+    std::uint64_t remainder = 0;
+    constexpr unsigned kWordBits = 64;
+    __asm__("divq %[d]"
+            : "=a"(quotient), "=d"(remainder)
+            : "a"(static_cast<std::uint64_t>(n)),
+              "d"(static_cast<std::uint64_t>(n >> kWordBits)), [d] "rm"(d));
+    return quotient;
+#else
+    return static_cast<std::uint64_t>(n / d);
+#endif
+}
+
+/// Division by a divisor fixed once (a quota's), as one 64×64→128-bit multiplication and a
+/// shift (Granlund and Montgomery, "Division by invariant integers using multiplication"),
+/// exact for every dividend in [0, 2^63): with K = 63 + ceil(log2 d) and m = ceil(2^K / d)
+/// (< 2^64), the error m·d − 2^K < d keeps n·m / 2^K below the next integer.
+class Divisor {
+public:
+    constexpr Divisor() noexcept = default;
+    /// Precondition: 0 < d < 2^63.
+    explicit constexpr Divisor(std::int64_t d) noexcept
+        : divisor_(d), shift_(kDividendBits + ceilLog2(static_cast<std::uint64_t>(d))) {
+        const UInt128 power = UInt128{1} << shift_;
+        const auto ud = static_cast<std::uint64_t>(d);
+        multiplier_ = static_cast<std::uint64_t>(power / ud + (power % ud != 0 ? 1 : 0));
+    }
+
+    /// floor(n / d). Precondition: 0 <= n.
+    [[nodiscard]] constexpr std::int64_t floor(std::int64_t n) const noexcept {
+        return static_cast<std::int64_t>((UInt128{static_cast<std::uint64_t>(n)} * multiplier_) >>
+                                         shift_);
+    }
+    /// ceil(n / d). Precondition: 0 <= n, n + d - 1 < 2^63.
+    [[nodiscard]] constexpr std::int64_t ceil(std::int64_t n) const noexcept {
+        return floor(n + divisor_ - 1);
+    }
+    [[nodiscard]] constexpr std::int64_t divisor() const noexcept { return divisor_; }
+
+private:
+    static constexpr unsigned kDividendBits = 63;
+    static constexpr unsigned ceilLog2(std::uint64_t d) noexcept {
+        return d <= 1 ? 0U : static_cast<unsigned>(std::bit_width(d - 1));
+    }
+
+    std::int64_t divisor_ = 1;
+    unsigned shift_ = kDividendBits;
+    std::uint64_t multiplier_ = std::uint64_t{1} << kDividendBits;
+};
 
 constexpr std::int64_t gcd(std::int64_t a, std::int64_t b) noexcept {
     while (b != 0) {

@@ -19,6 +19,8 @@
 #include <ratelimit/clock.hpp>
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/checked_math.hpp>
+#include <ratelimit/detail/inline.hpp>
+#include <ratelimit/detail/short_key_hash.hpp>
 #include <ratelimit/detail/siphash.hpp>
 #include <ratelimit/detail/slot_lock.hpp>
 #include <ratelimit/detail/thread_annotations.hpp>
@@ -66,14 +68,15 @@ public:
 /// In-process storage: a fixed set of lazily allocated 16-slot groups per limiter, each slot
 /// with its own lock, so request threads never share a lock unless they share a key.
 ///
-/// Memory is bounded in bytes: keys longer than 16 bytes are kept as a keyed 128-bit SipHash
-/// digest (seeded per storage), at most `maxKeys` entries are live across all limiters of the
-/// storage, and the tables are sized from `maxKeys` once (see `MemoryStats::byteBound`). A
-/// fresh entry (its key back to untouched) is free space: a new key reuses it, and each call
-/// that inserts sweeps at most `kSweepPerCall` slots; there is no background thread. When no
-/// entry is free, a new key shares one of `spillEntries` spill entries chosen by its hash: it
-/// is limited together with other overflow keys, never unlimited, and no tracked key is ever
-/// evicted or reset; the hook hears of it once per episode.
+/// Keys of up to 16 bytes are stored whole and placed by a fast keyed hash; longer keys are
+/// kept as their keyed 128-bit SipHash-2-4 digest (both seeded per storage, so an attacker
+/// cannot aim keys at one group or forge a digest). Memory is bounded in bytes: at most `maxKeys`
+/// entries are live across all limiters of the storage, and the tables are sized from `maxKeys`
+/// once (see `MemoryStats::byteBound`). A fresh entry (its key back to untouched) is free space: a
+/// new key reuses it, and each call that inserts sweeps at most `kSweepPerCall` slots; there is no
+/// background thread. When no entry is free, a new key shares one of `spillEntries` spill entries
+/// chosen by its hash: it is limited together with other overflow keys, never unlimited, and no
+/// tracked key is ever evicted or reset; the hook hears of it once per episode.
 ///
 /// Thread safety: thread-safe; copies are handles sharing one store.
 class MemoryStorage {
@@ -121,13 +124,16 @@ namespace detail {
 
 struct MemoryShared {
     MemoryStorage::Options options;
-    SipHash128 hasher;
+    ShortKeyHash shortKeyHasher;
+    SipHash128 longKeyHasher;
     std::atomic<std::size_t> live{0};
     std::mutex registryMutex;
     std::map<std::string, std::weak_ptr<MemoryTableBase>, std::less<>> tables;
 
-    MemoryShared(MemoryStorage::Options opts, std::uint64_t k0, std::uint64_t k1)
-        : options(std::move(opts)), hasher(k0, k1) {}
+    MemoryShared(MemoryStorage::Options opts, const std::array<std::uint64_t, 6>& seeds)
+        : options(std::move(opts)),
+          shortKeyHasher(seeds[0], seeds[1], seeds[2], seeds[3]),
+          longKeyHasher(seeds[4], seeds[5]) {}
 
     bool reserveEntry() noexcept {
         std::size_t n = live.load(std::memory_order_relaxed);
@@ -145,9 +151,20 @@ struct MemoryShared {
 struct StoredKey {
     static constexpr std::uint8_t kInline = 16;
     static constexpr std::uint8_t kDigested = 0xFF;
-    std::uint8_t length = 0;  ///< 0…16 inline bytes, or kDigested
-    std::array<char, kInline> bytes{};
-    friend bool operator==(const StoredKey&, const StoredKey&) = default;
+    std::uint8_t length = 0;            ///< 0…16 inline bytes, or kDigested
+    std::array<char, kInline> bytes{};  ///< unused bytes are zero
+
+    /// Two word compares instead of a `memcmp` call: this runs on every step.
+    friend bool operator==(const StoredKey& a, const StoredKey& b) noexcept {
+        return a.length == b.length && a.word(0) == b.word(0) && a.word(1) == b.word(1);
+    }
+
+private:
+    [[nodiscard]] std::uint64_t word(std::size_t i) const noexcept {
+        std::uint64_t w = 0;
+        std::memcpy(&w, bytes.data() + i * sizeof w, sizeof w);
+        return w;
+    }
 };
 
 inline constexpr std::size_t kGroupSlots = 16;
@@ -188,6 +205,28 @@ concept HasHeapBound = requires(const Quota& q) {
     { M::heapBytes(q) } -> std::convertible_to<std::size_t>;
 };
 
+/// The hash keys of one storage: drawn from `std::random_device`, or spread from a given seed
+/// (SplitMix64) so tests can replay a layout.
+inline std::array<std::uint64_t, 6> hashSeeds(std::uint64_t seed) {
+    std::array<std::uint64_t, 6> seeds{};
+    if (seed == 0) {
+        std::random_device rd;
+        constexpr unsigned kHalf = 32;
+        for (auto& s : seeds) {
+            s = (std::uint64_t{rd()} << kHalf) ^ rd();
+        }
+        return seeds;
+    }
+    for (auto& s : seeds) {
+        seed += 0x9e3779b97f4a7c15ULL;
+        std::uint64_t z = seed;
+        z = (z ^ (z >> 30U)) * 0xbf58476d1ce4e5b9ULL;  // NOLINT(*-magic-numbers): SplitMix64
+        z = (z ^ (z >> 27U)) * 0x94d049bb133111ebULL;  // NOLINT(*-magic-numbers): SplitMix64
+        s = z ^ (z >> 31U);                            // NOLINT(*-magic-numbers): SplitMix64
+    }
+    return seeds;
+}
+
 template <AlgorithmModel M>
 class MemoryTable final : public MemoryTableBase {
 public:
@@ -209,25 +248,25 @@ public:
     MemoryTable(const MemoryTable&) = delete;
     MemoryTable& operator=(const MemoryTable&) = delete;
 
-    /// Reads the time from `now` under the key's lock, so calls on one key see their times in
-    /// the order they take effect.
-    Decision step(std::string_view key, TickSource now, std::int64_t cost, bool consume) {
+    /// Calls on one key take effect in the order of their times: the time is read before the
+    /// key's lock (so the lock is held for the step alone), and read again under it when
+    /// another call wrote a later time meanwhile.
+    RATELIMIT_ALWAYS_INLINE Decision step(std::string_view key, TickSource now, std::int64_t cost,
+                                          bool consume) {
         const Lookup k = lookupKey(key);
-        const Request r{now, cost, consume, false};
+        const Request r{now, now(), cost, consume, false};
         Decision d;
         if (visit(k, r, d)) {
             return d;
         }
-        const std::int64_t capacity = M::kBucket ? quota_.burst : quota_.count;
-        const bool writes = consume && cost > 0 && cost <= capacity;
-        return writes ? insertAndStep(k, r) : answerUnplaced(k, r);
+        return place(k, r);
     }
 
     void reset(std::string_view key) {
         // A spilled key shares its entry, so resetting it would reset others: it is left alone.
         const auto never = [] { return Tick{0}; };
         Decision unused;
-        visit(lookupKey(key), Request{TickSource(never), 0, false, true}, unused);
+        visit(lookupKey(key), Request{TickSource(never), 0, 0, false, true}, unused);
     }
 
     void addStats(MemoryStats& stats) const override {
@@ -251,13 +290,44 @@ private:
         typename M::State state RATELIMIT_GUARDED_BY(lock){};
     };
 
+    static constexpr std::size_t kTagsPerWord = sizeof(std::uint64_t);
+    static constexpr std::size_t kTagWords = kGroupSlots / kTagsPerWord;
+
     struct Group {
-        /// 0: empty; otherwise 0x80 | 7 hash bits of the key in the slot. Written under
-        /// `insertLock`; read without it as a hint, confirmed under the slot's lock.
-        std::array<std::atomic<std::uint8_t>, kGroupSlots> tags{};
+        /// Byte i % 8 of word i / 8 is slot i's tag: 0 empty, otherwise 0x80 | 7 hash bits of
+        /// its key, so one load matches 8 slots at once. Written under `insertLock`; read
+        /// without it as a hint, confirmed under the slot's lock.
+        std::array<std::atomic<std::uint64_t>, kTagWords> tags{};
         SlotLock insertLock;
         std::array<Slot, kGroupSlots> slots{};
     };
+
+    static constexpr std::uint64_t kLowBytes = 0x0101010101010101ULL;
+    static constexpr std::uint64_t kLow7Bits = 0x7f7f7f7f7f7f7f7fULL;
+
+    /// The high bit of every zero byte of `x`, exactly (no borrow from a neighbouring byte).
+    static std::uint64_t zeroBytes(std::uint64_t x) noexcept {
+        return ~(((x & kLow7Bits) + kLow7Bits) | x | kLow7Bits);
+    }
+    /// The high bit of every byte of `word` equal to `tag`.
+    static std::uint64_t matchingBytes(std::uint64_t word, std::uint8_t tag) noexcept {
+        return zeroBytes(word ^ (kLowBytes * tag));
+    }
+    static std::size_t byteIndex(std::uint64_t highBits) noexcept {
+        return static_cast<std::size_t>(std::countr_zero(highBits)) / kTagsPerWord;
+    }
+    static std::uint8_t tagAt(const Group& g, std::size_t i) noexcept {
+        const std::uint64_t word = g.tags[i / kTagsPerWord].load(std::memory_order_relaxed);
+        return static_cast<std::uint8_t>(word >> (kTagsPerWord * (i % kTagsPerWord)));
+    }
+    static void setTag(Group& g, std::size_t i, std::uint8_t tag) noexcept
+        RATELIMIT_REQUIRES(g.insertLock) {
+        std::atomic<std::uint64_t>& word = g.tags[i / kTagsPerWord];
+        const unsigned shift = kTagsPerWord * (i % kTagsPerWord);
+        constexpr std::uint64_t kByte = 0xFF;
+        const std::uint64_t others = word.load(std::memory_order_relaxed) & ~(kByte << shift);
+        word.store(others | (std::uint64_t{tag} << shift), std::memory_order_release);
+    }
 
     /// A key's two candidate groups (two choices keep groups evenly filled, so a key rarely
     /// finds both full before the table holds `maxKeys`), its tag and its spill entry.
@@ -274,8 +344,10 @@ private:
         return static_cast<std::uint64_t>((UInt128{hash} * groupCount_) >> 64U);
     }
 
-    Lookup lookupKey(std::string_view key) const noexcept {
-        const Digest128 d = shared_->hasher(key);
+    RATELIMIT_ALWAYS_INLINE Lookup lookupKey(std::string_view key) const noexcept {
+        static_assert(StoredKey::kInline == ShortKeyHash::kMaxLength);
+        const Digest128 d = key.size() <= StoredKey::kInline ? shared_->shortKeyHasher(key)
+                                                             : shared_->longKeyHasher(key);
         Lookup k{};
         if (key.size() <= StoredKey::kInline) {
             k.key.length = static_cast<std::uint8_t>(key.size());
@@ -295,18 +367,25 @@ private:
 
     /// What to do with a key's slot once it is found and locked.
     struct Request {
-        TickSource now;
+        TickSource clock;
+        Tick now;  ///< read before any lock
         std::int64_t cost;
         bool consume;
         bool reset;
     };
 
-    Decision run(Slot& s, const Request& r) RATELIMIT_REQUIRES(s.lock) {
+    RATELIMIT_ALWAYS_INLINE Decision run(Slot& s, const Request& r) RATELIMIT_REQUIRES(s.lock) {
         if (r.reset) {
             s.state = typename M::State{};
             return Decision{};
         }
-        const Tick now = r.now();
+        Tick now = r.now;
+        if (now < M::lastWrite(s.state)) {
+            // Another call wrote a later time since this one read the clock: reading it again
+            // under the lock keeps the key's times in the order its steps take effect (a
+            // clock that really stepped back answers the same, and the model rebases).
+            now = r.clock();
+        }
         if (!r.consume || r.cost == 0) {
             typename M::State copy = s.state;
             return applyStep<M>(copy, quota_, now, r.cost);
@@ -315,38 +394,49 @@ private:
     }
 
     /// Runs `r` on the key's slot under its lock; false when the key has no slot.
-    bool visit(const Lookup& k, const Request& r, Decision& out) {
-        for (const std::uint64_t index : k.groups) {
-            Group* g = groups_[index].load(std::memory_order_acquire);
-            if (g != nullptr && visitIn(*g, k, r, out)) {
-                return true;
+    RATELIMIT_ALWAYS_INLINE bool visit(const Lookup& k, const Request& r, Decision& out) {
+        Group* first = groups_[k.groups[0]].load(std::memory_order_acquire);
+        Group* second = groups_[k.groups[1]].load(std::memory_order_acquire);
+        if (second != nullptr) {
+            // Among many keys both groups are cache misses: start the second one's now, so a
+            // key placed there waits for one miss, not two in a row.
+            __builtin_prefetch(second);
+        }
+        return (first != nullptr && visitIn(*first, k, r, out)) ||
+               (second != nullptr && visitIn(*second, k, r, out));
+    }
+
+    RATELIMIT_ALWAYS_INLINE bool visitIn(Group& g, const Lookup& k, const Request& r,
+                                         Decision& out) {
+        for (std::size_t w = 0; w < kTagWords; ++w) {
+            std::uint64_t match = matchingBytes(g.tags[w].load(std::memory_order_acquire), k.tag);
+            for (; match != 0; match &= match - 1) {
+                const std::size_t i = w * kTagsPerWord + byteIndex(match);
+                Slot& s = g.slots[i];
+                SlotGuard guard(s.lock);
+                // The tag is only a hint: the slot may have been given to another key since.
+                if (s.key == k.key && tagAt(g, i) == k.tag) {
+                    out = run(s, r);
+                    return true;
+                }
             }
         }
         return false;
     }
 
-    bool visitIn(Group& g, const Lookup& k, const Request& r, Decision& out) {
-        for (std::size_t i = 0; i < kGroupSlots; ++i) {
-            if (g.tags[i].load(std::memory_order_acquire) != k.tag) {
-                continue;
-            }
-            Slot& s = g.slots[i];
-            SlotGuard guard(s.lock);
-            // The tag is only a hint: the slot may have been given to another key meanwhile.
-            if (s.key == k.key && g.tags[i].load(std::memory_order_relaxed) == k.tag) {
-                out = run(s, r);
-                return true;
-            }
-        }
-        return false;
+    /// A key with no entry: a call that writes takes one, any other is answered without.
+    RATELIMIT_COLD Decision place(const Lookup& k, const Request& r) {
+        const std::int64_t capacity = M::kBucket ? quota_.burst : quota_.count;
+        const bool writes = r.consume && r.cost > 0 && r.cost <= capacity;
+        return writes ? insertAndStep(k, r) : answerUnplaced(k, r);
     }
 
     /// A key with no entry whose call writes nothing (a peek, cost 0, a cost above the limit):
     /// answered as the entry it would get, fresh or its spill entry, without taking one.
     Decision answerUnplaced(const Lookup& k, const Request& r) {
-        // A time read before the locks only judges freshness, conservatively (a key fresh at an
-        // earlier time stays fresh).
-        const Tick hint = r.now();
+        // The time read before the locks only judges freshness, conservatively (a key fresh at
+        // an earlier time stays fresh).
+        const Tick hint = r.now;
         Decision d;
         bool found = false;
         bool room = false;
@@ -359,7 +449,7 @@ private:
         }
         if (room) {
             typename M::State fresh{};
-            return applyStep<M>(fresh, quota_, r.now(), r.cost);
+            return applyStep<M>(fresh, quota_, r.now, r.cost);
         }
         Slot& s = spill_[k.spill];
         SlotGuard guard(s.lock);
@@ -396,7 +486,7 @@ private:
 
     bool hasFresh(Group& g, Tick hint) RATELIMIT_REQUIRES(g.insertLock) {
         for (std::size_t i = 0; i < kGroupSlots; ++i) {
-            if (g.tags[i].load(std::memory_order_relaxed) == 0) {
+            if (tagAt(g, i) == 0) {
                 continue;
             }
             SlotGuard guard(g.slots[i].lock);
@@ -408,7 +498,7 @@ private:
     }
 
     Decision insertAndStep(const Lookup& k, const Request& r) {
-        const Tick hint = r.now();
+        const Tick hint = r.now;
         sweep(hint);
         Decision d;
         bool placed = false;
@@ -449,10 +539,9 @@ private:
 
     static std::size_t emptySlots(const Group& g) noexcept {
         std::size_t n = 0;
-        for (const auto& tag : g.tags) {
-            if (tag.load(std::memory_order_relaxed) == 0) {
-                ++n;
-            }
+        for (const auto& word : g.tags) {
+            n += static_cast<std::size_t>(
+                std::popcount(zeroBytes(word.load(std::memory_order_relaxed))));
         }
         return n;
     }
@@ -460,17 +549,19 @@ private:
     /// Gives an empty slot of `g` to the key, within the storage's `maxKeys`.
     bool claimEmpty(Group& g, const Lookup& k, const Request& r, Decision& out)
         RATELIMIT_REQUIRES(g.insertLock) {
-        for (std::size_t i = 0; i < kGroupSlots; ++i) {
-            if (g.tags[i].load(std::memory_order_relaxed) != 0) {
+        for (std::size_t w = 0; w < kTagWords; ++w) {
+            const std::uint64_t empty = zeroBytes(g.tags[w].load(std::memory_order_relaxed));
+            if (empty == 0) {
                 continue;
             }
             if (!shared_->reserveEntry()) {
                 return false;
             }
             tracked_.fetch_add(1, std::memory_order_relaxed);
+            const std::size_t i = w * kTagsPerWord + byteIndex(empty);
             Slot& s = g.slots[i];
             SlotGuard guard(s.lock);
-            out = assignAndRun(g.tags[i], s, k, r);
+            out = assignAndRun(g, i, s, k, r);
             return true;
         }
         return false;
@@ -482,13 +573,13 @@ private:
     bool claimFresh(Group& g, const Lookup& k, const Request& r, Tick hint, Decision& out)
         RATELIMIT_REQUIRES(g.insertLock) {
         for (std::size_t i = 0; i < kGroupSlots; ++i) {
-            if (g.tags[i].load(std::memory_order_relaxed) == 0) {
+            if (tagAt(g, i) == 0) {
                 continue;
             }
             Slot& s = g.slots[i];
             SlotGuard guard(s.lock);
             if (M::isFresh(s.state, quota_, hint)) {
-                out = assignAndRun(g.tags[i], s, k, r);
+                out = assignAndRun(g, i, s, k, r);
                 return true;
             }
         }
@@ -497,11 +588,11 @@ private:
 
     /// Hands slot `s` to the key and runs the request. Callers hold the group's insert lock,
     /// the only place tags change.
-    Decision assignAndRun(std::atomic<std::uint8_t>& tag, Slot& s, const Lookup& k,
-                          const Request& r) RATELIMIT_REQUIRES(s.lock) {
+    Decision assignAndRun(Group& g, std::size_t i, Slot& s, const Lookup& k, const Request& r)
+        RATELIMIT_REQUIRES(g.insertLock, s.lock) {
         s.key = k.key;
         s.state = typename M::State{};
-        tag.store(k.tag, std::memory_order_release);
+        setTag(g, i, k.tag);
         return run(s, r);
     }
 
@@ -519,12 +610,12 @@ private:
         }
         for (std::uint64_t i = first % kGroupSlots; i < first % kGroupSlots + kSweep; ++i) {
             Slot& s = g->slots[i];
-            if (g->tags[i].load(std::memory_order_relaxed) == 0 || !s.lock.try_lock()) {
+            if (tagAt(*g, i) == 0 || !s.lock.try_lock()) {
                 continue;
             }
             if (M::isFresh(s.state, quota_, now)) {
                 s.state = typename M::State{};
-                g->tags[i].store(0, std::memory_order_release);
+                setTag(*g, i, 0);
                 tracked_.fetch_sub(1, std::memory_order_relaxed);
                 shared_->releaseEntry();
             }
@@ -593,8 +684,8 @@ public:
     explicit Table(std::shared_ptr<detail::MemoryTable<M>> impl) : impl_(std::move(impl)) {}
 
     /// Applies the model's step to `key` atomically. Throws: `std::bad_alloc` only.
-    Decision step(std::string_view key, detail::TickSource now, std::int64_t cost,
-                  bool consume) const {
+    RATELIMIT_ALWAYS_INLINE Decision step(std::string_view key, detail::TickSource now,
+                                          std::int64_t cost, bool consume) const {
         return impl_->step(key, now, cost, consume);
     }
     /// Makes `key` fresh (a spilled key shares its entry and is left alone).
@@ -614,14 +705,8 @@ inline MemoryStorage::MemoryStorage(Options options) {
             "MemoryStorage::Options.spillEntries must be in 1..65536 (got " +
             std::to_string(options.spillEntries) + ")");
     }
-    std::uint64_t k0 = options.seed;
-    std::uint64_t k1 = options.seed ^ 0x9e3779b97f4a7c15ULL;
-    if (options.seed == 0) {
-        std::random_device rd;
-        k0 = (std::uint64_t{rd()} << 32) ^ rd();
-        k1 = (std::uint64_t{rd()} << 32) ^ rd();
-    }
-    shared_ = std::make_shared<detail::MemoryShared>(std::move(options), k0, k1);
+    shared_ =
+        std::make_shared<detail::MemoryShared>(std::move(options), detail::hashSeeds(options.seed));
 }
 
 template <AlgorithmModel M>

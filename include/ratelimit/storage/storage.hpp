@@ -14,7 +14,7 @@ inline namespace v1 {
 namespace detail {
 
 /// A borrowed callable returning the current tick, read by a storage where its answer must be
-/// fresh: inside the key's critical section (memory) or just before the request (Redis).
+/// fresh: around the key's critical section (memory) or just before the request (Redis).
 class TickSource {
 public:
     template <class F>

@@ -1,0 +1,238 @@
+// An HTTP service limited per route with ratelimit's HTTP helpers and cpp-httplib: a
+// middleware applies the rule table to every request, writes the rate-limit fields on every
+// response, answers 429 with a problem-details body and Retry-After, and skips /health.
+//
+//   http_server [--port N] [--rules FILE] [--redis HOST:PORT] [--api-key KEY=TIER]...
+//               [--trust-proxy CIDR --forwarded-header xff|forwarded|x-real-ip] [--no-limit]
+//
+// In memory by default; with --redis the same rules are shared by every server using that
+// Redis. --port 0 picks a free port; the first line printed is `listening on 127.0.0.1:PORT`.
+//
+// Try it:
+//   http_server --port 8080 &
+//   for i in 1 2 3 4 5 6; do curl -si -X POST localhost:8080/login | head -1; done
+//   curl -si -H 'X-API-Key: demo-pro-key' localhost:8080/api/items
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <httplib.h>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <ratelimit/http/route_limiter.hpp>
+#include <ratelimit/http/routes.hpp>
+#include <ratelimit/storage/memory.hpp>
+#ifdef RATELIMIT_EXAMPLE_WITH_REDIS
+#    include <ratelimit/storage/redis.hpp>
+#endif
+
+namespace {
+
+namespace http = ratelimit::http;
+
+// The rules used without --rules: the README's example table.
+constexpr std::string_view kDefaultRules = R"(# method  path-prefix  limit  options
+POST  /login   5/min     algorithm=sliding_log
+GET   /api     1000/min  name=reads
+*     /api     100/min   name=api tier=free
+*     /api     1000/min  name=api tier=pro
+*     /api     10000/min name=api tier=enterprise
+)";
+
+constexpr std::string_view kUsage = R"(usage: http_server [options]
+  --port N              listen on 127.0.0.1:N (default 8080; 0 picks a free port)
+  --rules FILE          route rules, one per line: <METHOD|*> <path-prefix> <limit> [name=..]
+                        [algorithm=..] [burst=..] [tier=..] [cost=..]  (default: a built-in table)
+  --redis HOST:PORT     share the limits through Redis (default: in memory)
+  --api-key KEY=TIER    a known API key (sent as X-API-Key) and its tier; repeatable
+  --trust-proxy CIDR    a trusted proxy network; repeatable (needs --forwarded-header)
+  --forwarded-header H  xff, forwarded or x-real-ip: the one header the proxies write
+  --no-limit            serve without the limiter (for load comparisons)
+  --help                this text
+The first line printed is "listening on 127.0.0.1:PORT".
+)";
+
+struct Config {
+    int port = 8080;
+    std::string rulesFile;
+    std::string redis;
+    bool limit = true;
+    // API key -> (principal id, tier). The id, not the key, becomes the limiter key.
+    std::map<std::string, std::pair<std::string, std::string>, std::less<>> apiKeys;
+    http::RouteLimiterOptions options;
+};
+
+[[noreturn]] void usageError(const std::string& message) {
+    std::fprintf(stderr, "http_server: %s\n%.*s", message.c_str(), static_cast<int>(kUsage.size()),
+                 kUsage.data());
+    std::exit(2);
+}
+
+Config parseArgs(int argc, char** argv) {
+    Config c;
+    c.options.skipPaths = {"/health"};
+    for (int i = 1; i < argc; ++i) {
+        const std::string_view arg = argv[i];
+        const auto value = [&]() -> std::string {
+            if (i + 1 >= argc) {
+                usageError(std::string(arg) + " needs a value");
+            }
+            return argv[++i];
+        };
+        if (arg == "--help" || arg == "-h") {
+            std::printf("%.*s", static_cast<int>(kUsage.size()), kUsage.data());
+            std::exit(0);
+        } else if (arg == "--port") {
+            const std::string v = value();
+            char* end = nullptr;
+            const long port = std::strtol(v.c_str(), &end, 10);
+            if (v.empty() || *end != '\0' || port < 0 || port > 65535) {
+                usageError("--port must be 0..65535");
+            }
+            c.port = static_cast<int>(port);
+        } else if (arg == "--rules") {
+            c.rulesFile = value();
+        } else if (arg == "--redis") {
+            c.redis = value();
+        } else if (arg == "--no-limit") {
+            c.limit = false;
+        } else if (arg == "--api-key") {
+            const std::string v = value();
+            const std::size_t eq = v.find('=');
+            if (eq == 0 || eq == std::string::npos || eq + 1 == v.size()) {
+                usageError("--api-key takes KEY=TIER");
+            }
+            const std::string id = "apikey-" + std::to_string(c.apiKeys.size() + 1);
+            c.apiKeys[v.substr(0, eq)] = {id, v.substr(eq + 1)};
+        } else if (arg == "--trust-proxy") {
+            c.options.identity.trustedProxies.push_back(value());
+        } else if (arg == "--forwarded-header") {
+            const std::string v = value();
+            if (v == "xff") {
+                c.options.identity.forwardedHeader = http::ForwardedHeader::kXForwardedFor;
+            } else if (v == "forwarded") {
+                c.options.identity.forwardedHeader = http::ForwardedHeader::kForwarded;
+            } else if (v == "x-real-ip") {
+                c.options.identity.forwardedHeader = http::ForwardedHeader::kXRealIp;
+            } else {
+                usageError("--forwarded-header is xff, forwarded or x-real-ip");
+            }
+        } else {
+            usageError("unknown argument '" + std::string(arg) + "'");
+        }
+    }
+    return c;
+}
+
+std::unique_ptr<http::RouteLimiter> makeLimiter(const Config& c) {
+    http::RouteTable table = c.rulesFile.empty()
+                                 ? http::RouteTable::parse(kDefaultRules, "built-in rules")
+                                 : http::RouteTable::load(c.rulesFile);
+    if (c.redis.empty()) {
+        return std::make_unique<http::RouteLimiter>(std::move(table), ratelimit::MemoryStorage{},
+                                                    c.options);
+    }
+#ifdef RATELIMIT_EXAMPLE_WITH_REDIS
+    const std::size_t colon = c.redis.rfind(':');
+    if (colon == std::string::npos || colon == 0) {
+        usageError("--redis takes HOST:PORT");
+    }
+    ratelimit::RedisStorage::Options redis;
+    redis.host = c.redis.substr(0, colon);
+    redis.port = std::atoi(c.redis.c_str() + colon + 1);
+    return std::make_unique<http::RouteLimiter>(std::move(table), ratelimit::RedisStorage{redis},
+                                                c.options);
+#else
+    usageError("this build has no Redis support (hiredis was not found)");
+#endif
+}
+
+/// The middleware: everything framework-specific about rate limiting, in one function.
+httplib::Server::HandlerResponse limitRequest(http::RouteLimiter& limiter, const Config& config,
+                                              const httplib::Request& req, httplib::Response& res) {
+    // The trusted forwarding header's values, in order (none unless configured).
+    std::vector<std::string> values;
+    if (const std::string_view name = limiter.forwardedHeader(); !name.empty()) {
+        const std::string key(name);
+        for (std::size_t i = 0; i < req.get_header_value_count(key); ++i) {
+            values.push_back(req.get_header_value(key, i));
+        }
+    }
+    const std::vector<std::string_view> views(values.begin(), values.end());
+
+    // Authenticated only when the key is one we know: an unknown key gets no bucket of its own.
+    std::optional<std::string_view> principal;
+    std::string_view tier;
+    if (const auto it = config.apiKeys.find(req.get_header_value("X-API-Key"));
+        it != config.apiKeys.end()) {
+        principal = it->second.first;
+        tier = it->second.second;
+    }
+
+    const http::Verdict verdict =
+        limiter.check({req.method, req.target, req.remote_addr, views, principal, tier});
+    for (const http::Header& h : verdict.headers) {
+        res.set_header(h.name, h.value);
+    }
+    if (verdict.allowed) {
+        return httplib::Server::HandlerResponse::Unhandled;  // on to the route's handler
+    }
+    res.status = verdict.status;
+    res.set_content(verdict.body, std::string(verdict.contentType));
+    return httplib::Server::HandlerResponse::Handled;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const Config config = parseArgs(argc, argv);
+    std::unique_ptr<http::RouteLimiter> limiter;
+    try {
+        if (config.limit) {
+            limiter = makeLimiter(config);
+        }
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "http_server: %s\n", e.what());
+        return 2;
+    }
+
+    httplib::Server server;
+    // Small responses are written in several pieces; without TCP_NODELAY each keep-alive
+    // request would wait for the client's delayed ACK (~40 ms).
+    server.set_tcp_nodelay(true);
+    server.set_keep_alive_max_count(1000);
+    if (limiter) {
+        server.set_pre_routing_handler(
+            [&limiter, &config](const httplib::Request& req, httplib::Response& res) {
+                return limitRequest(*limiter, config, req, res);
+            });
+    }
+    server.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+        res.set_content("ok\n", "text/plain");
+    });
+    server.Post("/login", [](const httplib::Request&, httplib::Response& res) {
+        res.set_content("{\"welcome\":true}\n", "application/json");
+    });
+    server.Get(R"(/api(/.*)?)", [](const httplib::Request& req, httplib::Response& res) {
+        res.set_content("{\"path\":\"" + req.path + "\"}\n", "application/json");
+    });
+
+    int port = config.port;
+    if (port == 0) {
+        port = server.bind_to_any_port("127.0.0.1");
+    } else if (!server.bind_to_port("127.0.0.1", port)) {
+        port = -1;
+    }
+    if (port < 0) {
+        std::fprintf(stderr, "http_server: cannot listen on 127.0.0.1:%d\n", config.port);
+        return 1;
+    }
+    std::printf("listening on 127.0.0.1:%d\n", port);
+    std::fflush(stdout);
+    return server.listen_after_bind() ? 0 : 1;
+}

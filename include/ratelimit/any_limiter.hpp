@@ -1,0 +1,211 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include <ratelimit/algorithms/fixed_window.hpp>
+#include <ratelimit/algorithms/leaky_bucket.hpp>
+#include <ratelimit/algorithms/model.hpp>
+#include <ratelimit/algorithms/sliding_counter.hpp>
+#include <ratelimit/algorithms/sliding_log.hpp>
+#include <ratelimit/algorithms/token_bucket.hpp>
+#include <ratelimit/decision.hpp>
+#include <ratelimit/detail/throw.hpp>
+#include <ratelimit/limit.hpp>
+#include <ratelimit/limiter.hpp>
+#include <ratelimit/options.hpp>
+#include <ratelimit/storage/storage.hpp>
+
+namespace ratelimit {
+inline namespace v1 {
+
+/// The five algorithms, for choosing one at run time (configuration files, `AnyLimiter::make`).
+enum class Algorithm {
+    kFixedWindow,
+    kSlidingLog,
+    kSlidingCounter,
+    kTokenBucket,
+    kLeakyBucket,
+};
+
+/// The algorithm's configuration name: `fixed_window`, `sliding_log`, `sliding_counter`,
+/// `token_bucket`, `leaky_bucket` (the models' `kName`).
+[[nodiscard]] constexpr std::string_view toString(Algorithm algorithm) noexcept {
+    switch (algorithm) {
+        case Algorithm::kFixedWindow:
+            return FixedWindowModel::kName;
+        case Algorithm::kSlidingLog:
+            return SlidingLogModel::kName;
+        case Algorithm::kSlidingCounter:
+            return SlidingCounterModel::kName;
+        case Algorithm::kTokenBucket:
+            return TokenBucketModel::kName;
+        case Algorithm::kLeakyBucket:
+            return LeakyBucketModel::kName;
+    }
+    return "unknown";
+}
+
+/// The algorithm named `name`: a `toString` name, or `gcra` for the leaky bucket; `-` may stand
+/// for `_`. Returns nullopt for anything else (never throws).
+[[nodiscard]] constexpr std::optional<Algorithm> parseAlgorithm(std::string_view name) noexcept {
+    const auto same = [name](std::string_view expected) {
+        if (name.size() != expected.size()) {
+            return false;
+        }
+        for (std::size_t i = 0; i < name.size(); ++i) {
+            const char c = name[i] == '-' ? '_' : name[i];
+            if (c != expected[i]) {
+                return false;
+            }
+        }
+        return true;
+    };
+    for (const Algorithm a :
+         {Algorithm::kFixedWindow, Algorithm::kSlidingLog, Algorithm::kSlidingCounter,
+          Algorithm::kTokenBucket, Algorithm::kLeakyBucket}) {
+        if (same(toString(a))) {
+            return a;
+        }
+    }
+    if (same("gcra")) {
+        return Algorithm::kLeakyBucket;
+    }
+    return std::nullopt;
+}
+
+/// True for the buckets, whose `Decision::limit` is `burst` rather than `count`.
+[[nodiscard]] constexpr bool isBucket(Algorithm algorithm) noexcept {
+    return algorithm == Algorithm::kTokenBucket || algorithm == Algorithm::kLeakyBucket;
+}
+
+namespace detail {
+
+template <class Model>
+constexpr Algorithm algorithmOf() noexcept {
+    if constexpr (std::is_same_v<Model, FixedWindowModel>) {
+        return Algorithm::kFixedWindow;
+    } else if constexpr (std::is_same_v<Model, SlidingLogModel>) {
+        return Algorithm::kSlidingLog;
+    } else if constexpr (std::is_same_v<Model, SlidingCounterModel>) {
+        return Algorithm::kSlidingCounter;
+    } else if constexpr (std::is_same_v<Model, TokenBucketModel>) {
+        return Algorithm::kTokenBucket;
+    } else {
+        static_assert(std::is_same_v<Model, LeakyBucketModel>,
+                      "ratelimit::AnyLimiter holds the library's five algorithm models only");
+        return Algorithm::kLeakyBucket;
+    }
+}
+
+}  // namespace detail
+
+/// A limiter whose algorithm, storage and clock are chosen at run time: any
+/// `Limiter<Model, Storage, Clock>` behind one indirect call per operation.
+///
+/// Made from a limiter (`AnyLimiter{TokenBucket<>{limit}}`) or by name
+/// (`AnyLimiter::make(Algorithm::kSlidingLog, limit, storage, options)`). Use it where the choice
+/// comes from configuration; where the type is known at compile time, the `Limiter` itself
+/// avoids the indirect call (bench/any_limiter_bench.cpp measures the difference).
+///
+/// Thread safety: thread-safe, as the limiter it holds. Copies are handles that share one
+/// limiter (and so its keys). A moved-from `AnyLimiter` may only be assigned to or destroyed.
+class AnyLimiter {
+public:
+    /// Wraps `limiter` (moved in).
+    template <AlgorithmModel Model, class Storage, class Clock>
+    explicit AnyLimiter(Limiter<Model, Storage, Clock> limiter)
+        : object_(std::make_shared<Limiter<Model, Storage, Clock>>(std::move(limiter))),
+          table_(&kTable<Limiter<Model, Storage, Clock>>),
+          algorithm_(detail::algorithmOf<Model>()) {}
+
+    /// Builds the limiter of `algorithm` over `storage`, with the storage's default clock.
+    /// Throws: what the `Limiter` constructor throws (`std::invalid_argument` naming the field).
+    template <class Storage>
+    static AnyLimiter make(Algorithm algorithm, Limit limit, Storage storage,
+                           LimiterOptions options = {}) {
+        return make(algorithm, limit, std::move(storage), typename Storage::DefaultClock{},
+                    std::move(options));
+    }
+
+    /// Builds the limiter of `algorithm` over `storage`, read at the time of `clock`.
+    template <class Storage, class Clock>
+    static AnyLimiter make(Algorithm algorithm, Limit limit, Storage storage, Clock clock,
+                           LimiterOptions options = {}) {
+        switch (algorithm) {
+            case Algorithm::kFixedWindow:
+                return build<FixedWindowModel>(limit, storage, clock, options);
+            case Algorithm::kSlidingLog:
+                return build<SlidingLogModel>(limit, storage, clock, options);
+            case Algorithm::kSlidingCounter:
+                return build<SlidingCounterModel>(limit, storage, clock, options);
+            case Algorithm::kTokenBucket:
+                return build<TokenBucketModel>(limit, storage, clock, options);
+            case Algorithm::kLeakyBucket:
+                return build<LeakyBucketModel>(limit, storage, clock, options);
+        }
+        detail::throwInvalidArgument("AnyLimiter::make: unknown Algorithm value " +
+                                     std::to_string(static_cast<int>(algorithm)));
+    }
+
+    /// `Limiter::tryAcquire(key, cost)`: one indirect call, then the limiter's own step.
+    Decision tryAcquire(std::string_view key, std::int64_t cost = 1) {
+        return table_->tryAcquire(object_.get(), key, cost);
+    }
+
+    /// `Limiter::peek(key, cost)`: nothing consumed.
+    Decision peek(std::string_view key, std::int64_t cost = 1) {
+        return table_->peek(object_.get(), key, cost);
+    }
+
+    /// `Limiter::reset(key)`.
+    void reset(std::string_view key) { table_->reset(object_.get(), key); }
+
+    [[nodiscard]] const Limit& limit() const noexcept { return table_->limit(object_.get()); }
+    [[nodiscard]] const LimiterOptions& options() const noexcept {
+        return table_->options(object_.get());
+    }
+    [[nodiscard]] Algorithm algorithm() const noexcept { return algorithm_; }
+
+private:
+    struct Table {
+        Decision (*tryAcquire)(void*, std::string_view, std::int64_t);
+        Decision (*peek)(void*, std::string_view, std::int64_t);
+        void (*reset)(void*, std::string_view);
+        const Limit& (*limit)(const void*) noexcept;
+        const LimiterOptions& (*options)(const void*) noexcept;
+    };
+
+    template <class L>
+    static constexpr Table kTable{
+        [](void* o, std::string_view key, std::int64_t cost) {
+            return static_cast<L*>(o)->tryAcquire(key, cost);
+        },
+        [](void* o, std::string_view key, std::int64_t cost) {
+            return static_cast<L*>(o)->peek(key, cost);
+        },
+        [](void* o, std::string_view key) { static_cast<L*>(o)->reset(key); },
+        [](const void* o) noexcept -> const Limit& { return static_cast<const L*>(o)->limit(); },
+        [](const void* o) noexcept -> const LimiterOptions& {
+            return static_cast<const L*>(o)->options();
+        },
+    };
+
+    template <class Model, class Storage, class Clock>
+    static AnyLimiter build(const Limit& limit, const Storage& storage, const Clock& clock,
+                            const LimiterOptions& options) {
+        return AnyLimiter{Limiter<Model, Storage, Clock>{limit, storage, clock, options}};
+    }
+
+    std::shared_ptr<void> object_;
+    const Table* table_;
+    Algorithm algorithm_;
+};
+
+}  // namespace v1
+}  // namespace ratelimit

@@ -1,0 +1,417 @@
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <ratelimit/detail/throw.hpp>
+
+namespace ratelimit {
+inline namespace v1 {
+namespace http {
+
+/// An IPv4 or IPv6 address, parsed from text without any system call.
+///
+/// IPv4 is kept as its four bytes; IPv6 as sixteen. The zone id of a scoped IPv6 address
+/// (`fe80::1%eth0`) is dropped: it names an interface of this host, not a client.
+/// `canonical()` reduces the IPv6 forms that carry an IPv4 client (IPv4-mapped `::ffff:0:0/96`
+/// and the NAT64 well-known prefix `64:ff9b::/96`) to that IPv4 address.
+/// Thread safety: thread-compatible value type.
+class IpAddress {
+public:
+    enum class Family : std::uint8_t { kV4, kV6 };
+
+    /// `0.0.0.0`.
+    constexpr IpAddress() noexcept = default;
+
+    /// The address spelled by `text`: dotted-quad IPv4 (four decimal parts 0…255, no leading
+    /// zeros, which some parsers read as octal) or IPv6 (RFC 4291 text forms: `::`, a trailing
+    /// dotted quad, an optional `%zone`). No brackets, no port, no surrounding spaces.
+    /// Returns nullopt for anything else; never throws.
+    [[nodiscard]] static constexpr std::optional<IpAddress> parse(std::string_view text) noexcept {
+        if (text.find(':') != std::string_view::npos) {
+            return parseV6(text);
+        }
+        return parseV4(text);
+    }
+
+    /// An IPv4 address from its four bytes in network order.
+    [[nodiscard]] static constexpr IpAddress v4(std::uint8_t a, std::uint8_t b, std::uint8_t c,
+                                                std::uint8_t d) noexcept {
+        IpAddress ip;
+        ip.family_ = Family::kV4;
+        ip.bytes_[0] = a;
+        ip.bytes_[1] = b;
+        ip.bytes_[2] = c;
+        ip.bytes_[3] = d;
+        return ip;
+    }
+
+    /// An IPv6 address from its sixteen bytes in network order.
+    [[nodiscard]] static constexpr IpAddress v6(const std::array<std::uint8_t, 16>& b) noexcept {
+        IpAddress ip;
+        ip.family_ = Family::kV6;
+        ip.bytes_ = b;
+        return ip;
+    }
+
+    [[nodiscard]] constexpr Family family() const noexcept { return family_; }
+    [[nodiscard]] constexpr bool isV4() const noexcept { return family_ == Family::kV4; }
+    /// 4 for IPv4, 16 for IPv6.
+    [[nodiscard]] constexpr std::size_t size() const noexcept { return isV4() ? 4 : 16; }
+    /// The address bits, network order; only the first `size()` bytes are meaningful.
+    [[nodiscard]] constexpr const std::array<std::uint8_t, 16>& bytes() const noexcept {
+        return bytes_;
+    }
+
+    /// The IPv4 address inside an IPv4-mapped (`::ffff:a.b.c.d`) or NAT64 (`64:ff9b::a.b.c.d`)
+    /// address; any other address unchanged.
+    [[nodiscard]] constexpr IpAddress canonical() const noexcept {
+        if (isV4()) {
+            return *this;
+        }
+        constexpr std::array<std::uint8_t, 12> kMapped{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+        constexpr std::array<std::uint8_t, 12> kNat64{0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0};
+        bool mapped = true;
+        bool nat64 = true;
+        for (std::size_t i = 0; i < 12; ++i) {
+            mapped = mapped && bytes_[i] == kMapped[i];
+            nat64 = nat64 && bytes_[i] == kNat64[i];
+        }
+        if (mapped || nat64) {
+            return v4(bytes_[12], bytes_[13], bytes_[14], bytes_[15]);
+        }
+        return *this;
+    }
+
+    /// The address with every bit after the first `prefix` cleared (`prefix` is clamped to the
+    /// family's width).
+    [[nodiscard]] constexpr IpAddress masked(int prefix) const noexcept {
+        IpAddress out = *this;
+        const int width = static_cast<int>(size()) * 8;
+        const int keep = prefix < 0 ? 0 : (prefix > width ? width : prefix);
+        for (int bit = keep; bit < width; ++bit) {
+            out.bytes_[static_cast<std::size_t>(bit / 8)] &=
+                static_cast<std::uint8_t>(~(0x80U >> static_cast<unsigned>(bit % 8)));
+        }
+        return out;
+    }
+
+    /// The canonical text: dotted quad, or RFC 5952 IPv6 (lower case, the longest run of two
+    /// or more zero groups as `::`, the first such run on a tie). No zone id.
+    [[nodiscard]] std::string toString() const {
+        std::string out;
+        if (isV4()) {
+            for (std::size_t i = 0; i < 4; ++i) {
+                if (i > 0) {
+                    out.push_back('.');
+                }
+                out.append(std::to_string(bytes_[i]));
+            }
+            return out;
+        }
+        std::array<unsigned, 8> groups{};
+        for (std::size_t i = 0; i < 8; ++i) {
+            groups[i] = (unsigned{bytes_[2 * i]} << 8U) | bytes_[2 * i + 1];
+        }
+        std::size_t bestStart = 8;
+        std::size_t bestLength = 1;  // a single zero group is never shortened
+        for (std::size_t i = 0; i < 8;) {
+            if (groups[i] != 0) {
+                ++i;
+                continue;
+            }
+            std::size_t j = i;
+            while (j < 8 && groups[j] == 0) {
+                ++j;
+            }
+            if (j - i > bestLength) {
+                bestStart = i;
+                bestLength = j - i;
+            }
+            i = j;
+        }
+        constexpr std::string_view kHex = "0123456789abcdef";
+        for (std::size_t i = 0; i < 8; ++i) {
+            if (i == bestStart) {
+                out.append(i == 0 ? "::" : ":");
+                i += bestLength - 1;
+                continue;
+            }
+            bool leading = true;
+            for (int shift = 12; shift >= 0; shift -= 4) {
+                const unsigned nibble = (groups[i] >> static_cast<unsigned>(shift)) & 0xfU;
+                if (nibble != 0 || shift == 0 || !leading) {
+                    out.push_back(kHex[nibble]);
+                    leading = false;
+                }
+            }
+            if (i != 7) {
+                out.push_back(':');
+            }
+        }
+        return out;
+    }
+
+    friend constexpr bool operator==(const IpAddress&, const IpAddress&) noexcept = default;
+
+private:
+    static constexpr bool isDigit(char c) noexcept { return c >= '0' && c <= '9'; }
+
+    static constexpr int hexValue(char c) noexcept {
+        if (c >= '0' && c <= '9') {
+            return c - '0';
+        }
+        if (c >= 'a' && c <= 'f') {
+            return c - 'a' + 10;
+        }
+        if (c >= 'A' && c <= 'F') {
+            return c - 'A' + 10;
+        }
+        return -1;
+    }
+
+    static constexpr std::optional<IpAddress> parseV4(std::string_view text) noexcept {
+        std::array<std::uint8_t, 4> parts{};
+        std::size_t pos = 0;
+        for (std::size_t part = 0; part < 4; ++part) {
+            if (part > 0) {
+                if (pos >= text.size() || text[pos] != '.') {
+                    return std::nullopt;
+                }
+                ++pos;
+            }
+            const std::size_t start = pos;
+            unsigned value = 0;
+            while (pos < text.size() && isDigit(text[pos]) && pos - start < 3) {
+                value = value * 10 + static_cast<unsigned>(text[pos] - '0');
+                ++pos;
+            }
+            const std::size_t digits = pos - start;
+            if (digits == 0 || value > 255 || (digits > 1 && text[start] == '0')) {
+                return std::nullopt;
+            }
+            parts[part] = static_cast<std::uint8_t>(value);
+        }
+        if (pos != text.size()) {
+            return std::nullopt;
+        }
+        return v4(parts[0], parts[1], parts[2], parts[3]);
+    }
+
+    static constexpr std::optional<IpAddress> parseV6(std::string_view text) noexcept {
+        if (const std::size_t zone = text.find('%'); zone != std::string_view::npos) {
+            if (zone + 1 == text.size()) {
+                return std::nullopt;  // an empty zone id
+            }
+            text = text.substr(0, zone);
+        }
+        std::array<std::uint8_t, 16> out{};
+        std::size_t filled = 0;  // bytes written so far
+        std::size_t gap = 16;    // byte index where `::` stood (16: none)
+        std::size_t pos = 0;
+        if (text.size() >= 2 && text[0] == ':' && text[1] == ':') {
+            gap = 0;
+            pos = 2;
+        } else if (!text.empty() && text[0] == ':') {
+            return std::nullopt;
+        }
+        while (pos < text.size()) {
+            // A trailing dotted quad fills the last four bytes.
+            const std::size_t nextColon = text.find(':', pos);
+            const std::string_view piece = text.substr(
+                pos, nextColon == std::string_view::npos ? text.size() - pos : nextColon - pos);
+            if (nextColon == std::string_view::npos && piece.find('.') != std::string_view::npos) {
+                const std::optional<IpAddress> quad = parseV4(piece);
+                if (!quad || filled + 4 > 16) {
+                    return std::nullopt;
+                }
+                for (std::size_t i = 0; i < 4; ++i) {
+                    out[filled++] = quad->bytes_[i];
+                }
+                pos = text.size();
+                break;
+            }
+            if (piece.empty() || piece.size() > 4 || filled + 2 > 16) {
+                return std::nullopt;
+            }
+            unsigned group = 0;
+            for (const char c : piece) {
+                const int v = hexValue(c);
+                if (v < 0) {
+                    return std::nullopt;
+                }
+                group = (group << 4U) | static_cast<unsigned>(v);
+            }
+            out[filled++] = static_cast<std::uint8_t>(group >> 8U);
+            out[filled++] = static_cast<std::uint8_t>(group & 0xffU);
+            pos += piece.size();
+            if (pos == text.size()) {
+                break;
+            }
+            ++pos;  // the ':'
+            if (pos < text.size() && text[pos] == ':') {
+                if (gap != 16) {
+                    return std::nullopt;  // a second "::"
+                }
+                gap = filled;
+                ++pos;
+            } else if (pos == text.size()) {
+                return std::nullopt;  // a single trailing ':'
+            }
+        }
+        if (gap == 16) {
+            if (filled != 16) {
+                return std::nullopt;
+            }
+            return v6(out);
+        }
+        if (filled == 16) {
+            return std::nullopt;  // "::" must stand for at least one group
+        }
+        // Move the bytes after the gap to the end.
+        std::array<std::uint8_t, 16> result{};
+        for (std::size_t i = 0; i < gap; ++i) {
+            result[i] = out[i];
+        }
+        const std::size_t tail = filled - gap;
+        for (std::size_t i = 0; i < tail; ++i) {
+            result[16 - tail + i] = out[gap + i];
+        }
+        return v6(result);
+    }
+
+    std::array<std::uint8_t, 16> bytes_{};
+    Family family_ = Family::kV4;
+};
+
+/// A network: an address and a prefix length (`10.0.0.0/8`, `2001:db8::/32`).
+/// Thread safety: thread-compatible value type.
+class Cidr {
+public:
+    /// `<address>[/<prefix>]`: without a prefix, the single address. An IPv4-mapped IPv6
+    /// network (`::ffff:10.0.0.0/104`) is read as the IPv4 network it maps. Host bits after the
+    /// prefix must be zero (`10.0.0.1/8` is refused, not silently widened). Returns nullopt for
+    /// anything else; never throws.
+    [[nodiscard]] static constexpr std::optional<Cidr> parse(std::string_view text) noexcept {
+        const std::size_t slash = text.find('/');
+        const std::optional<IpAddress> address = IpAddress::parse(text.substr(0, slash));
+        if (!address) {
+            return std::nullopt;
+        }
+        const int width = static_cast<int>(address->size()) * 8;
+        int prefix = width;
+        if (slash != std::string_view::npos) {
+            const std::string_view digits = text.substr(slash + 1);
+            if (digits.empty() || digits.size() > 3 || (digits.size() > 1 && digits[0] == '0')) {
+                return std::nullopt;
+            }
+            prefix = 0;
+            for (const char c : digits) {
+                if (c < '0' || c > '9') {
+                    return std::nullopt;
+                }
+                prefix = prefix * 10 + (c - '0');
+            }
+            if (prefix > width) {
+                return std::nullopt;
+            }
+        }
+        if (address->masked(prefix) != *address) {
+            return std::nullopt;
+        }
+        IpAddress network = *address;
+        if (!network.isV4() && prefix >= 96 && network.canonical().isV4() &&
+            network.bytes()[10] == 0xff) {
+            network = network.canonical();
+            prefix -= 96;
+        }
+        return Cidr{network, prefix};
+    }
+
+    constexpr Cidr(IpAddress network, int prefix) noexcept
+        : network_(network.masked(prefix)), prefix_(prefix) {}
+
+    /// True when `address`, reduced by `IpAddress::canonical()`, lies in this network.
+    [[nodiscard]] constexpr bool contains(const IpAddress& address) const noexcept {
+        const IpAddress a = address.canonical();
+        return a.family() == network_.family() && a.masked(prefix_) == network_;
+    }
+
+    [[nodiscard]] constexpr const IpAddress& network() const noexcept { return network_; }
+    [[nodiscard]] constexpr int prefix() const noexcept { return prefix_; }
+    [[nodiscard]] std::string toString() const {
+        return network_.toString() + "/" + std::to_string(prefix_);
+    }
+
+    friend constexpr bool operator==(const Cidr&, const Cidr&) noexcept = default;
+
+private:
+    IpAddress network_;
+    int prefix_;
+};
+
+/// A set of networks, IPv4 and IPv6 mixed: allow lists (callers that bypass limits, health
+/// checkers) and trusted proxies. Lookups reduce IPv4-mapped and NAT64 addresses to IPv4 first,
+/// so write IPv4 ranges as IPv4.
+///
+/// Thread safety: thread-compatible; `contains` is const and may be called concurrently.
+/// Complexity: `contains` is linear in the number of networks (meant for tens of entries).
+class CidrSet {
+public:
+    CidrSet() = default;
+
+    /// Parses each entry with `Cidr::parse`.
+    /// Throws: `std::invalid_argument` naming `field` and the first entry that is not a network.
+    explicit CidrSet(const std::vector<std::string>& entries, std::string_view field = "CidrSet") {
+        for (const std::string& e : entries) {
+            add(e, field);
+        }
+    }
+    CidrSet(std::initializer_list<std::string_view> entries) {
+        for (const std::string_view e : entries) {
+            add(e, "CidrSet");
+        }
+    }
+
+    /// Adds one network. Throws: `std::invalid_argument` naming `field` and `entry`.
+    void add(std::string_view entry, std::string_view field = "CidrSet") {
+        const std::optional<Cidr> cidr = Cidr::parse(entry);
+        if (!cidr) {
+            detail::throwInvalidArgument(std::string(field).append(": '").append(entry).append(
+                "' is not an IPv4 or IPv6 address or network (a.b.c.d/n, x:y::/n, "
+                "host bits zero)"));
+        }
+        networks_.push_back(*cidr);
+    }
+
+    [[nodiscard]] bool contains(const IpAddress& address) const noexcept {
+        for (const Cidr& c : networks_) {
+            if (c.contains(address)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /// False for text that is not an address (never throws).
+    [[nodiscard]] bool contains(std::string_view address) const noexcept {
+        const std::optional<IpAddress> a = IpAddress::parse(address);
+        return a && contains(*a);
+    }
+
+    [[nodiscard]] bool empty() const noexcept { return networks_.empty(); }
+    [[nodiscard]] const std::vector<Cidr>& networks() const noexcept { return networks_; }
+
+private:
+    std::vector<Cidr> networks_;
+};
+
+}  // namespace http
+}  // namespace v1
+}  // namespace ratelimit

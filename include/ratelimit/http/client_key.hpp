@@ -1,0 +1,444 @@
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <ratelimit/detail/throw.hpp>
+#include <ratelimit/http/cidr.hpp>
+
+namespace ratelimit {
+inline namespace v1 {
+namespace http {
+
+/// The one forwarding header a deployment's proxies write. Exactly one is trusted: a proxy
+/// rewrites or appends to its own header and passes the others through untouched, so trusting a
+/// second one lets a client write its own "address" there.
+enum class ForwardedHeader {
+    /// No proxy: the peer address is the client.
+    kNone,
+    /// `X-Forwarded-For: client, proxy1, proxy2` (each proxy appends its peer).
+    kXForwardedFor,
+    /// `Forwarded: for=client, for="[2001:db8::1]:443"` (RFC 7239; only `for=` is read).
+    kForwarded,
+    /// `X-Real-IP: client` (one address, set by the one proxy in front).
+    kXRealIp,
+};
+
+/// The header's field name (`X-Forwarded-For`, `Forwarded`, `X-Real-IP`; empty for kNone).
+[[nodiscard]] constexpr std::string_view fieldName(ForwardedHeader header) noexcept {
+    switch (header) {
+        case ForwardedHeader::kNone:
+            return {};
+        case ForwardedHeader::kXForwardedFor:
+            return "X-Forwarded-For";
+        case ForwardedHeader::kForwarded:
+            return "Forwarded";
+        case ForwardedHeader::kXRealIp:
+            return "X-Real-IP";
+    }
+    return {};
+}
+
+/// How a request's client is told apart from others. Fields only ever get added at the end.
+struct ClientIdentityOptions {
+    /// The one forwarding header to believe, and only from trusted proxies. Default: none, the
+    /// peer address is the client.
+    ForwardedHeader forwardedHeader = ForwardedHeader::kNone;
+    /// Trusted proxies as networks (`10.0.0.0/8`, `fd00::/8`, `127.0.0.1`): the header is read
+    /// only when the peer is one of them, and walked right to left past every trusted hop; the
+    /// first untrusted address is the client. Exclusive with `trustedHops`.
+    std::vector<std::string> trustedProxies;
+    /// Or the number of proxies in front of this server, the peer being the nearest: the client
+    /// is the `trustedHops`-th address from the right. Only safe when the server cannot be
+    /// reached except through those proxies. 0 (default) … 32.
+    int trustedHops = 0;
+    /// IPv6 clients are grouped by this prefix length: one subscriber commonly holds a /56 or a
+    /// /48, and every address in it costs an attacker nothing. 1 … 128, default 56.
+    int ipv6Prefix = 56;
+    /// Prefix of `ClientKey::aggregateKey` for IPv6 clients, for a second, wider limit on a
+    /// whole allocation; 0 turns it off. 0 or 1 … `ipv6Prefix`, default 48.
+    int ipv6AggregatePrefix = 48;
+};
+
+/// Who a request is, as a limiter key.
+struct ClientKey {
+    /// `user:<id>` for an authenticated principal; `ip4:<address>` or `ip6:<network>/<prefix>`
+    /// otherwise; `peer:<text>` when not even the peer address could be parsed.
+    std::string key;
+    /// `ip6:<network>/<aggregate prefix>` for IPv6 clients when enabled, else empty.
+    std::string aggregateKey;
+    /// The client address (IPv4-mapped and NAT64 reduced to IPv4), when one was found.
+    std::optional<IpAddress> address;
+    /// `key` names the authenticated principal, not an address.
+    bool authenticated = false;
+    /// The forwarding header was present but malformed where it mattered, so the peer address
+    /// was used.
+    bool fellBack = false;
+};
+
+/// An address as it appears in a forwarding header or a peer string: `1.2.3.4`, `1.2.3.4:80`,
+/// `::1`, `fe80::1%eth0`, `[2001:db8::1]`, `[2001:db8::1]:443`, with optional surrounding
+/// spaces. Returns nullopt for anything else (`unknown`, `_hidden`, garbage); never throws.
+[[nodiscard]] constexpr std::optional<IpAddress> parseNodeAddress(std::string_view text) noexcept {
+    while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) {
+        text.remove_prefix(1);
+    }
+    while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) {
+        text.remove_suffix(1);
+    }
+    const auto validPort = [](std::string_view port) {
+        if (port.empty() || port.size() > 5) {
+            return false;
+        }
+        for (const char c : port) {
+            if (c < '0' || c > '9') {
+                return false;
+            }
+        }
+        return true;
+    };
+    if (!text.empty() && text.front() == '[') {
+        const std::size_t close = text.find(']');
+        if (close == std::string_view::npos) {
+            return std::nullopt;
+        }
+        const std::string_view rest = text.substr(close + 1);
+        if (!rest.empty() && !(rest.front() == ':' && validPort(rest.substr(1)))) {
+            return std::nullopt;
+        }
+        const std::string_view inner = text.substr(1, close - 1);
+        if (inner.find(':') == std::string_view::npos) {
+            return std::nullopt;  // brackets hold IPv6 only
+        }
+        return IpAddress::parse(inner);
+    }
+    const std::size_t colon = text.find(':');
+    if (colon != std::string_view::npos && text.find(':', colon + 1) == std::string_view::npos) {
+        // One colon: IPv4 with a port.
+        if (!validPort(text.substr(colon + 1))) {
+            return std::nullopt;
+        }
+        const std::optional<IpAddress> a = IpAddress::parse(text.substr(0, colon));
+        return a && a->isV4() ? a : std::nullopt;
+    }
+    return IpAddress::parse(text);
+}
+
+}  // namespace http
+
+namespace detail {
+
+/// Splits `value` at commas outside quoted strings (RFC 9110 lists), appending the pieces.
+/// Returns false on an unterminated quoted string.
+inline bool splitList(std::string_view value, std::vector<std::string_view>& out) {
+    std::size_t start = 0;
+    bool quoted = false;
+    for (std::size_t i = 0; i < value.size(); ++i) {
+        const char c = value[i];
+        if (quoted) {
+            if (c == '\\') {
+                ++i;
+            } else if (c == '"') {
+                quoted = false;
+            }
+        } else if (c == '"') {
+            quoted = true;
+        } else if (c == ',') {
+            out.push_back(value.substr(start, i - start));
+            start = i + 1;
+        }
+    }
+    if (quoted) {
+        return false;
+    }
+    out.push_back(value.substr(start));
+    return true;
+}
+
+inline std::string_view trimOws(std::string_view s) noexcept {
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
+        s.remove_prefix(1);
+    }
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
+        s.remove_suffix(1);
+    }
+    return s;
+}
+
+inline bool equalsIgnoreCase(std::string_view a, std::string_view b) noexcept {
+    if (a.size() != b.size()) {
+        return false;
+    }
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        const auto lower = [](char c) {
+            return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+        };
+        if (lower(a[i]) != lower(b[i])) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/// The `for=` value of one `Forwarded` element (RFC 7239 section 4), unquoted; nullopt when the
+/// element is malformed or has no (or more than one) `for`.
+inline std::optional<std::string> forwardedFor(std::string_view element) {
+    std::optional<std::string> found;
+    std::size_t pos = 0;
+    while (pos <= element.size()) {
+        // One pair: token "=" ( token / quoted-string ), pairs separated by ';'.
+        std::size_t end = pos;
+        bool quoted = false;
+        for (; end < element.size(); ++end) {
+            const char c = element[end];
+            if (quoted) {
+                if (c == '\\') {
+                    ++end;
+                } else if (c == '"') {
+                    quoted = false;
+                }
+            } else if (c == '"') {
+                quoted = true;
+            } else if (c == ';') {
+                break;
+            }
+        }
+        const std::string_view pair = trimOws(element.substr(pos, end - pos));
+        const std::size_t eq = pair.find('=');
+        if (eq == std::string_view::npos || eq == 0) {
+            return std::nullopt;
+        }
+        const std::string_view name = pair.substr(0, eq);
+        std::string_view raw = pair.substr(eq + 1);
+        std::string value;
+        if (!raw.empty() && raw.front() == '"') {
+            if (raw.size() < 2 || raw.back() != '"') {
+                return std::nullopt;
+            }
+            raw = raw.substr(1, raw.size() - 2);
+            for (std::size_t i = 0; i < raw.size(); ++i) {
+                if (raw[i] == '\\') {
+                    if (++i == raw.size()) {
+                        return std::nullopt;
+                    }
+                } else if (raw[i] == '"') {
+                    return std::nullopt;
+                }
+                value.push_back(raw[i]);
+            }
+        } else {
+            if (raw.empty()) {
+                return std::nullopt;
+            }
+            for (const char c : raw) {
+                // tchar, plus ':' '[' ']' that some proxies write unquoted.
+                const bool ok =
+                    (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                    std::string_view("!#$%&'*+-.^_`|~:[]").find(c) != std::string_view::npos;
+                if (!ok) {
+                    return std::nullopt;
+                }
+            }
+            value.assign(raw);
+        }
+        if (equalsIgnoreCase(name, "for")) {
+            if (found) {
+                return std::nullopt;
+            }
+            found = std::move(value);
+        }
+        if (end >= element.size()) {
+            break;
+        }
+        pos = end + 1;
+    }
+    return found;
+}
+
+}  // namespace detail
+
+namespace http {
+
+/// Finds the client of a request from its peer address and its one trusted forwarding header,
+/// and turns it into a limiter key.
+///
+/// The header is read only when the peer is a trusted proxy (or, with `trustedHops`, always),
+/// and walked right to left: each proxy appends the address it saw, so only the entries the
+/// trusted proxies wrote are believed, and whatever a client put further left is ignored.
+/// Malformed values fall back to the peer address; nothing here throws on hostile input.
+///
+/// Thread safety: thread-compatible; the const members may be called concurrently.
+class ClientIdentity {
+public:
+    /// Throws: `std::invalid_argument` naming the `ClientIdentityOptions` field that is out of
+    /// range, a trusted proxy that is not a network, or a forwarding header without a way to
+    /// trust it (neither `trustedProxies` nor `trustedHops`), or both ways at once.
+    explicit ClientIdentity(ClientIdentityOptions options = {})
+        : options_(std::move(options)),
+          trusted_(options_.trustedProxies, "ClientIdentityOptions.trustedProxies") {
+        const auto fail = [](const std::string& what) {
+            detail::throwInvalidArgument("ClientIdentityOptions." + what);
+        };
+        if (options_.ipv6Prefix < 1 || options_.ipv6Prefix > 128) {
+            fail("ipv6Prefix must be in 1..128 (got " + std::to_string(options_.ipv6Prefix) + ")");
+        }
+        if (options_.ipv6AggregatePrefix < 0 ||
+            options_.ipv6AggregatePrefix > options_.ipv6Prefix) {
+            fail("ipv6AggregatePrefix must be 0 or in 1..ipv6Prefix (got " +
+                 std::to_string(options_.ipv6AggregatePrefix) + ")");
+        }
+        if (options_.trustedHops < 0 || options_.trustedHops > 32) {
+            fail("trustedHops must be in 0..32 (got " + std::to_string(options_.trustedHops) + ")");
+        }
+        const bool byNetwork = !trusted_.empty();
+        const bool byHops = options_.trustedHops > 0;
+        if (options_.forwardedHeader == ForwardedHeader::kNone) {
+            if (byNetwork || byHops) {
+                fail(
+                    "forwardedHeader is kNone, so trustedProxies and trustedHops would be "
+                    "ignored; name the header your proxies write");
+            }
+        } else if (byNetwork == byHops) {
+            fail(std::string(byNetwork ? "trustedProxies and trustedHops are both set"
+                                       : "forwardedHeader is set but neither trustedProxies "
+                                         "nor trustedHops says whom to believe") +
+                 " (set exactly one)");
+        }
+    }
+
+    /// The header to pass to `clientAddress`/`identify` (empty when none is trusted).
+    [[nodiscard]] std::string_view headerName() const noexcept {
+        return fieldName(options_.forwardedHeader);
+    }
+
+    /// The client's address: `peer` is the connection's peer address (any form
+    /// `parseNodeAddress` reads), `headerValues` every value of the `headerName()` field in the
+    /// order received (empty when absent). nullopt only when `peer` itself is not an address.
+    /// Sets `*fellBack` when the header was malformed where it mattered.
+    [[nodiscard]] std::optional<IpAddress> clientAddress(
+        std::string_view peer, std::span<const std::string_view> headerValues,
+        bool* fellBack = nullptr) const {
+        const std::optional<IpAddress> peerAddress = parseNodeAddress(peer);
+        if (!peerAddress || options_.forwardedHeader == ForwardedHeader::kNone ||
+            headerValues.empty()) {
+            return canonical(peerAddress);
+        }
+        if (options_.trustedHops == 0 && !trusted_.contains(*peerAddress)) {
+            return canonical(peerAddress);  // anyone can write the header; only proxies count
+        }
+        const auto fallBack = [&] {
+            if (fellBack != nullptr) {
+                *fellBack = true;
+            }
+            return canonical(peerAddress);
+        };
+
+        // The hops, left (furthest) to right (nearest), as text.
+        std::vector<std::string> hops;
+        if (options_.forwardedHeader == ForwardedHeader::kXRealIp) {
+            if (headerValues.size() != 1 ||
+                headerValues.front().find(',') != std::string_view::npos) {
+                return fallBack();
+            }
+            hops.emplace_back(headerValues.front());
+        } else {
+            std::vector<std::string_view> pieces;
+            for (const std::string_view v : headerValues) {
+                if (!detail::splitList(v, pieces)) {
+                    return fallBack();
+                }
+            }
+            hops.reserve(pieces.size());
+            for (const std::string_view p : pieces) {
+                if (options_.forwardedHeader == ForwardedHeader::kXForwardedFor) {
+                    hops.emplace_back(p);
+                } else {
+                    std::optional<std::string> node = detail::forwardedFor(p);
+                    // A malformed element: nothing left of it can be located, so keep a
+                    // placeholder that no address parse accepts.
+                    hops.push_back(node ? std::move(*node) : std::string("\x01"));
+                }
+            }
+        }
+        if (hops.empty()) {
+            return fallBack();
+        }
+
+        if (options_.trustedHops > 0) {
+            const std::size_t n = static_cast<std::size_t>(options_.trustedHops);
+            const std::size_t index = hops.size() >= n ? hops.size() - n : 0;
+            const std::optional<IpAddress> a = parseNodeAddress(hops[index]);
+            return a ? canonical(a) : fallBack();
+        }
+        for (std::size_t i = hops.size(); i-- > 0;) {
+            const std::optional<IpAddress> a = parseNodeAddress(hops[i]);
+            if (!a) {
+                return fallBack();
+            }
+            if (i == 0 || !trusted_.contains(*a)) {
+                return canonical(a);
+            }
+        }
+        return fallBack();  // not reached: the loop returns at i == 0
+    }
+
+    /// The limiter key of a request. Pass `authenticatedId` only once the application has
+    /// verified it (a session, a checked signature, a known API key's id): an unverified key or
+    /// user id would hand an attacker a fresh bucket per invented value. Use a stable id rather
+    /// than the secret itself, since keys may reach a shared store.
+    [[nodiscard]] ClientKey identify(std::string_view peer,
+                                     std::span<const std::string_view> headerValues,
+                                     std::optional<std::string_view> authenticatedId = {}) const {
+        ClientKey out;
+        out.address = clientAddress(peer, headerValues, &out.fellBack);
+        if (authenticatedId) {
+            out.key = std::string("user:").append(*authenticatedId);
+            out.authenticated = true;
+            return out;
+        }
+        if (!out.address) {
+            out.key = std::string("peer:").append(peer.substr(0, 128));
+            return out;
+        }
+        out.key = addressKey(*out.address, options_.ipv6Prefix);
+        if (!out.address->isV4() && options_.ipv6AggregatePrefix > 0) {
+            out.aggregateKey = addressKey(*out.address, options_.ipv6AggregatePrefix);
+        }
+        return out;
+    }
+
+    /// `identify` without a forwarding header (or with one value).
+    [[nodiscard]] ClientKey identify(std::string_view peer, std::string_view headerValue = {},
+                                     std::optional<std::string_view> authenticatedId = {}) const {
+        if (headerValue.empty()) {
+            return identify(peer, std::span<const std::string_view>{}, authenticatedId);
+        }
+        return identify(peer, std::span<const std::string_view>(&headerValue, 1), authenticatedId);
+    }
+
+    [[nodiscard]] const ClientIdentityOptions& options() const noexcept { return options_; }
+
+private:
+    static std::optional<IpAddress> canonical(const std::optional<IpAddress>& a) noexcept {
+        return a ? std::optional<IpAddress>(a->canonical()) : std::nullopt;
+    }
+
+    static std::string addressKey(const IpAddress& a, int ipv6Prefix) {
+        if (a.isV4()) {
+            return "ip4:" + a.toString();
+        }
+        return "ip6:" + a.masked(ipv6Prefix).toString() + "/" + std::to_string(ipv6Prefix);
+    }
+
+    ClientIdentityOptions options_;
+    CidrSet trusted_;
+};
+
+}  // namespace http
+}  // namespace v1
+}  // namespace ratelimit

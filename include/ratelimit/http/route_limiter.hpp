@@ -1,0 +1,231 @@
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <ratelimit/any_limiter.hpp>
+#include <ratelimit/decision.hpp>
+#include <ratelimit/http/cidr.hpp>
+#include <ratelimit/http/client_key.hpp>
+#include <ratelimit/http/headers.hpp>
+#include <ratelimit/http/problem.hpp>
+#include <ratelimit/http/routes.hpp>
+#include <ratelimit/limit.hpp>
+#include <ratelimit/options.hpp>
+
+namespace ratelimit {
+inline namespace v1 {
+namespace http {
+
+/// Everything a `RouteLimiter` needs besides its rules and storage. Fields only ever get added
+/// at the end.
+struct RouteLimiterOptions {
+    /// How clients are told apart (peer, one trusted forwarding header, IPv6 prefix).
+    ClientIdentityOptions identity;
+    /// Networks whose clients are never limited (trusted callers, monitoring): CIDRs, IPv4 and
+    /// IPv6. Matched against the client address `identity` finds.
+    std::vector<std::string> allowList;
+    /// Path prefixes never limited (health checks), matched on whole segments after
+    /// `normalizePath`, any method.
+    std::vector<std::string> skipPaths;
+    /// Which response fields to write.
+    HeaderOptions headers;
+    /// A second limit on every unauthenticated IPv6 client's aggregate network
+    /// (`identity.ipv6AggregatePrefix`, /48 by default), checked before the route's own; none
+    /// by default. Its policy is named `ipv6-aggregate`.
+    std::optional<Limit> ipv6AggregateLimit;
+    /// 429 bodies as RFC 9457 problem details (default) or plain text.
+    bool problemDetails = true;
+    /// Options of every limiter (failure policy, …); `name` is replaced by the rule's name and
+    /// tier, and `limiterOptions.name` is kept as their prefix when not `default`.
+    LimiterOptions limiterOptions;
+};
+
+/// What a framework hands over about one request.
+struct RequestInfo {
+    std::string_view method;
+    /// The raw request target (path and query, as received).
+    std::string_view target;
+    /// The connection's peer address.
+    std::string_view peer;
+    /// Every value of the trusted forwarding header (`RouteLimiter::forwardedHeader()`), in order.
+    std::span<const std::string_view> forwarded;
+    /// The principal's id, only once the application has verified it (see
+    /// `ClientIdentity::identify`); it then replaces the address as the key.
+    std::optional<std::string_view> principal;
+    /// The verified principal's tier (`free`, `pro`, …): selects the tier's rules.
+    std::string_view tier;
+};
+
+/// The answer for one request: whether to go on, and what to add to the response.
+struct Verdict {
+    /// A rule applied (false: skipped path, allow-listed client or no matching rule).
+    bool limited = false;
+    /// Go on with the request; otherwise answer `status` with `body`.
+    bool allowed = true;
+    /// 429 when refused.
+    int status = 200;
+    /// Fields for the response, whatever its status.
+    std::vector<Header> headers;
+    /// The 429 body and its content type (empty when allowed).
+    std::string body;
+    std::string_view contentType;
+    /// The rule that applied, or nullptr.
+    const RouteRule* rule = nullptr;
+    /// Who the client was taken to be.
+    ClientKey client;
+};
+
+/// The framework-free core of a rate-limiting middleware: per-route rules, tiers, allow lists,
+/// skipped paths, client identity, response fields and 429 bodies. Call `check` at the start of
+/// a request; copy `Verdict::headers` onto the response; when `!allowed`, answer
+/// `status`/`body`/`contentType` instead of running the handler.
+///
+/// Each distinct rule name (and tier) gets one limiter of its algorithm over the given storage
+/// (`AnyLimiter`), so the same table runs in memory or shared through Redis.
+/// Thread safety: thread-safe; `check` may be called from every request thread.
+class RouteLimiter {
+public:
+    /// Throws: `std::invalid_argument` naming the field of a bad option (identity, allow list,
+    /// skip path, header options) or a limit the storage cannot hold. Does no I/O.
+    template <class Storage>
+    RouteLimiter(RouteTable table, Storage storage, RouteLimiterOptions options = {})
+        : table_(std::move(table)),
+          identity_(options.identity),
+          allow_(options.allowList, "RouteLimiterOptions.allowList"),
+          headers_(options.headers),
+          problemDetails_(options.problemDetails) {
+        for (const std::string& skip : options.skipPaths) {
+            if (skip.empty() || skip.front() != '/') {
+                detail::throwInvalidArgument(
+                    "RouteLimiterOptions.skipPaths entries must start with '/' (got '" + skip +
+                    "')");
+            }
+            skip_.push_back(normalizePath(skip));
+        }
+        const std::string prefix = options.limiterOptions.name == "default"
+                                       ? std::string()
+                                       : options.limiterOptions.name + ".";
+        for (const RouteRule& rule : table_.rules()) {
+            const std::string name =
+                prefix + rule.name + (rule.tier.empty() ? "" : "." + rule.tier);
+            std::size_t index = limiters_.size();
+            for (std::size_t i = 0; i < names_.size(); ++i) {
+                if (names_[i] == name) {
+                    index = i;
+                }
+            }
+            if (index == limiters_.size()) {
+                LimiterOptions o = options.limiterOptions;
+                o.name = name;
+                limiters_.push_back(AnyLimiter::make(rule.algorithm, rule.limit, storage, o));
+                policies_.push_back(
+                    QuotaPolicy::forLimit(rule.name, rule.limit, isBucket(rule.algorithm)));
+                names_.push_back(name);
+            }
+            limiterOfRule_.push_back(index);
+        }
+        if (options.ipv6AggregateLimit) {
+            if (options.identity.ipv6AggregatePrefix == 0) {
+                detail::throwInvalidArgument(
+                    "RouteLimiterOptions.ipv6AggregateLimit needs identity.ipv6AggregatePrefix "
+                    "above 0");
+            }
+            LimiterOptions o = options.limiterOptions;
+            o.name = prefix + "ipv6-aggregate";
+            aggregate_.emplace(
+                AnyLimiter::make(Algorithm::kTokenBucket, *options.ipv6AggregateLimit, storage, o));
+            aggregatePolicy_ =
+                QuotaPolicy::forLimit("ipv6-aggregate", *options.ipv6AggregateLimit, true);
+        }
+    }
+
+    /// Decides one request. Never throws on hostile input (only `std::bad_alloc`, or
+    /// `StoreException` under `FailurePolicy::kThrow`).
+    [[nodiscard]] Verdict check(const RequestInfo& request) {
+        Verdict v;
+        const std::string path = normalizePath(request.target);
+        for (const std::string& skip : skip_) {
+            if (skip == "/" || path == skip ||
+                (path.size() > skip.size() && path.compare(0, skip.size(), skip) == 0 &&
+                 path[skip.size()] == '/')) {
+                return v;
+            }
+        }
+        v.client = identity_.identify(request.peer, request.forwarded, request.principal);
+        if (v.client.address && allow_.contains(*v.client.address)) {
+            return v;
+        }
+        v.rule = table_.matchNormalized(request.method, path,
+                                        request.principal ? request.tier : std::string_view{});
+        if (v.rule == nullptr) {
+            return v;
+        }
+        v.limited = true;
+        const auto ruleIndex = static_cast<std::size_t>(v.rule - table_.rules().data());
+        const std::size_t index = limiterOfRule_[ruleIndex];
+
+        std::vector<PolicyDecision> checks;
+        if (aggregate_ && !v.client.aggregateKey.empty()) {
+            const Decision d = aggregate_->tryAcquire(v.client.aggregateKey, v.rule->cost);
+            checks.push_back({&aggregatePolicy_, d});
+        }
+        if (checks.empty() || checks.front().decision.allowed) {
+            checks.push_back(
+                {&policies_[index], limiters_[index].tryAcquire(v.client.key, v.rule->cost)});
+        }
+        const ResponseContext context{{}, v.client.key};
+        v.headers = headers_(checks, context);
+        std::vector<std::string_view> violated;
+        const Decision* refusal = nullptr;
+        for (const PolicyDecision& c : checks) {
+            if (!c.decision.allowed) {
+                violated.push_back(c.policy->name);
+                refusal = &c.decision;
+            }
+        }
+        if (refusal == nullptr) {
+            return v;
+        }
+        v.allowed = false;
+        v.status = 429;
+        if (problemDetails_) {
+            v.body = problemJson(violated, retryAfterSeconds(*refusal));
+            v.contentType = kProblemContentType;
+        } else {
+            v.body = plainBody(*refusal);
+            v.contentType = "text/plain; charset=utf-8";
+        }
+        return v;
+    }
+
+    /// The forwarding header whose values `RequestInfo::forwarded` must carry (empty: none).
+    [[nodiscard]] std::string_view forwardedHeader() const noexcept {
+        return identity_.headerName();
+    }
+    [[nodiscard]] const RouteTable& table() const noexcept { return table_; }
+    [[nodiscard]] const ClientIdentity& identity() const noexcept { return identity_; }
+
+private:
+    RouteTable table_;
+    ClientIdentity identity_;
+    CidrSet allow_;
+    RateLimitHeaders headers_;
+    bool problemDetails_;
+    std::vector<std::string> skip_;
+    std::vector<AnyLimiter> limiters_;
+    std::vector<QuotaPolicy> policies_;
+    std::vector<std::string> names_;
+    std::vector<std::size_t> limiterOfRule_;
+    std::optional<AnyLimiter> aggregate_;
+    QuotaPolicy aggregatePolicy_;
+};
+
+}  // namespace http
+}  // namespace v1
+}  // namespace ratelimit

@@ -1,0 +1,367 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <ratelimit/any_limiter.hpp>
+#include <ratelimit/detail/throw.hpp>
+#include <ratelimit/limit.hpp>
+
+namespace ratelimit {
+inline namespace v1 {
+namespace http {
+
+/// The path of a request target as a rule sees it, so that spellings a server treats alike
+/// cannot slip past a rule: the query and fragment cut off, an absolute-form target reduced to
+/// its path, every `%XX` decoded once (`%2F` included: a router that decodes it must not see a
+/// path the rules did not), empty and `.` segments dropped, `..` applied (never above the
+/// root), no trailing slash. `//login`, `/login/`, `/./login`, `/x/../login` and `/%6cogin` are
+/// all `/login`. Never throws on hostile input (only `std::bad_alloc`).
+[[nodiscard]] inline std::string normalizePath(std::string_view target) {
+    if (const std::size_t cut = target.find_first_of("?#"); cut != std::string_view::npos) {
+        target = target.substr(0, cut);
+    }
+    if (const std::size_t scheme = target.find("://");
+        scheme != std::string_view::npos && target.find('/') > scheme) {
+        const std::size_t path = target.find('/', scheme + 3);
+        target = path == std::string_view::npos ? std::string_view{} : target.substr(path);
+    }
+    const auto hex = [](char c) -> int {
+        if (c >= '0' && c <= '9') {
+            return c - '0';
+        }
+        if (c >= 'a' && c <= 'f') {
+            return c - 'a' + 10;
+        }
+        if (c >= 'A' && c <= 'F') {
+            return c - 'A' + 10;
+        }
+        return -1;
+    };
+    std::string decoded;
+    decoded.reserve(target.size());
+    for (std::size_t i = 0; i < target.size(); ++i) {
+        if (target[i] == '%' && i + 2 < target.size() && hex(target[i + 1]) >= 0 &&
+            hex(target[i + 2]) >= 0) {
+            decoded.push_back(static_cast<char>(hex(target[i + 1]) * 16 + hex(target[i + 2])));
+            i += 2;
+        } else {
+            decoded.push_back(target[i]);
+        }
+    }
+    std::vector<std::string_view> segments;
+    const std::string_view all = decoded;
+    std::size_t start = 0;
+    while (start <= all.size()) {
+        std::size_t end = all.find('/', start);
+        if (end == std::string_view::npos) {
+            end = all.size();
+        }
+        const std::string_view segment = all.substr(start, end - start);
+        if (segment == "..") {
+            if (!segments.empty()) {
+                segments.pop_back();
+            }
+        } else if (!segment.empty() && segment != ".") {
+            segments.push_back(segment);
+        }
+        start = end + 1;
+    }
+    std::string out;
+    out.reserve(decoded.size() + 1);
+    for (const std::string_view s : segments) {
+        out.push_back('/');
+        out.append(s);
+    }
+    if (out.empty()) {
+        out = "/";
+    }
+    return out;
+}
+
+/// One rule: requests whose method and path match are limited by `limit` under the policy
+/// `name`, per client (or per authenticated principal).
+struct RouteRule {
+    /// An HTTP method (`GET`, `POST`, …, compared without case; `GET` also matches `HEAD`,
+    /// which servers answer with the GET handler) or `*` for any.
+    std::string method = "*";
+    /// A path prefix, matched on whole segments after `normalizePath` (`/api` matches `/api`
+    /// and `/api/x`, not `/apix`).
+    std::string pathPrefix = "/";
+    /// The limit, and the algorithm that enforces it.
+    Limit limit = Limit::perMinute(60);
+    Algorithm algorithm = Algorithm::kTokenBucket;
+    /// The policy name (response fields, limiter namespace): 1…64 of `A-Z a-z 0-9 _ - .`.
+    /// Rules with the same name and tier share one limiter (and must agree on its limit).
+    std::string name = "default";
+    /// Empty: any client. Otherwise only requests whose authenticated tier is this one; a
+    /// tier's rule wins over the tierless rule of the same prefix.
+    std::string tier;
+    /// The cost of one request. 0 … limit.
+    std::int64_t cost = 1;
+};
+
+/// Rules matched by method and path prefix: the longest matching prefix wins, then a rule of
+/// the request's tier over a tierless one, then an exact method over `*`; equal rules in file
+/// order.
+///
+/// Thread safety: thread-compatible; `match` is const and may be called concurrently.
+class RouteTable {
+public:
+    RouteTable() = default;
+
+    /// Adds a rule (its prefix normalised). Throws: `std::invalid_argument` naming the field
+    /// (`RouteRule.name`, `.method`, `.pathPrefix`, `.tier`, `.cost`), prefixed by `where`.
+    void add(RouteRule rule, std::string_view where = "RouteRule") {
+        const auto fail = [where](const std::string& what) {
+            detail::throwInvalidArgument(std::string(where).append(": ").append(what));
+        };
+        const auto token = [](std::string_view s, std::size_t max) {
+            if (s.empty() || s.size() > max) {
+                return false;
+            }
+            for (const char c : s) {
+                if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      c == '_' || c == '-' || c == '.')) {
+                    return false;
+                }
+            }
+            return true;
+        };
+        if (!token(rule.name, 64)) {
+            fail("RouteRule.name must be 1..64 of A-Z a-z 0-9 _ - . (got '" + rule.name + "')");
+        }
+        if (!rule.tier.empty() && !token(rule.tier, 64)) {
+            fail("RouteRule.tier must be empty or 1..64 of A-Z a-z 0-9 _ - . (got '" + rule.tier +
+                 "')");
+        }
+        rule.method = upper(rule.method);
+        if (rule.method != "*" && !token(rule.method, 32)) {
+            fail("RouteRule.method must be * or a method name (got '" + rule.method + "')");
+        }
+        if (rule.pathPrefix.empty() || rule.pathPrefix.front() != '/') {
+            fail("RouteRule.pathPrefix must start with '/' (got '" + rule.pathPrefix + "')");
+        }
+        rule.pathPrefix = normalizePath(rule.pathPrefix);
+        rule.limit.validate();
+        const std::int64_t capacity =
+            isBucket(rule.algorithm) ? rule.limit.burst : rule.limit.count;
+        if (rule.cost < 0 || rule.cost > capacity) {
+            fail("RouteRule.cost must be in 0.." + std::to_string(capacity) + " (got " +
+                 std::to_string(rule.cost) + ")");
+        }
+        for (const RouteRule& other : rules_) {
+            if (other.name == rule.name && other.tier == rule.tier &&
+                (other.limit != rule.limit || other.algorithm != rule.algorithm)) {
+                fail("rules named '" + rule.name + "'" +
+                     (rule.tier.empty() ? std::string() : " (tier " + rule.tier + ")") +
+                     " share one limiter, so they must have the same limit and algorithm");
+            }
+        }
+        rules_.push_back(std::move(rule));
+    }
+
+    /// The rule for a request, or nullptr. `target` is the raw request target (normalised here);
+    /// `tier` the authenticated tier (empty: none).
+    [[nodiscard]] const RouteRule* match(std::string_view method, std::string_view target,
+                                         std::string_view tier = {}) const {
+        return matchNormalized(method, normalizePath(target), tier);
+    }
+
+    /// `match` for a path already passed through `normalizePath`.
+    [[nodiscard]] const RouteRule* matchNormalized(std::string_view method, std::string_view path,
+                                                   std::string_view tier = {}) const {
+        const std::string m = upper(method.substr(0, 32));
+        const RouteRule* best = nullptr;
+        int bestScore = -1;
+        for (const RouteRule& r : rules_) {
+            const bool methodOk =
+                r.method == "*" || r.method == m || (r.method == "GET" && m == "HEAD");
+            if (!methodOk || (!r.tier.empty() && r.tier != tier) ||
+                !underPrefix(path, r.pathPrefix)) {
+                continue;
+            }
+            const int score = static_cast<int>(r.pathPrefix.size()) * 4 + (r.tier.empty() ? 0 : 2) +
+                              (r.method == "*" ? 0 : 1);
+            if (score > bestScore) {
+                best = &r;
+                bestScore = score;
+            }
+        }
+        return best;
+    }
+
+    [[nodiscard]] const std::vector<RouteRule>& rules() const noexcept { return rules_; }
+    [[nodiscard]] bool empty() const noexcept { return rules_.empty(); }
+
+    /// Reads the rule file format (README, "HTTP"): one rule per line,
+    ///
+    ///     <METHOD|*> <path-prefix> <limit> [name=<policy>] [algorithm=<name>] [burst=<n>]
+    ///                                      [tier=<tier>] [cost=<n>]
+    ///
+    /// `<limit>` in `Limit::parse` syntax without spaces (`5/min`, `1000/h`, `10/90s`); `#`
+    /// starts a comment; blank lines are ignored. `name` defaults to the path prefix's first
+    /// segment (`/login` → `login`; `/` → `root`).
+    /// Throws: `std::invalid_argument` with `source:line:` and what is wrong.
+    [[nodiscard]] static RouteTable parse(std::string_view text,
+                                          std::string_view source = "rules") {
+        RouteTable table;
+        std::size_t lineNumber = 0;
+        std::size_t pos = 0;
+        while (pos < text.size()) {
+            std::size_t end = text.find('\n', pos);
+            if (end == std::string_view::npos) {
+                end = text.size();
+            }
+            std::string_view line = text.substr(pos, end - pos);
+            pos = end + 1;
+            ++lineNumber;
+            if (const std::size_t hash = line.find('#'); hash != std::string_view::npos) {
+                line = line.substr(0, hash);
+            }
+            std::vector<std::string_view> words;
+            std::size_t i = 0;
+            while (i < line.size()) {
+                while (i < line.size() && isSpace(line[i])) {
+                    ++i;
+                }
+                const std::size_t startWord = i;
+                while (i < line.size() && !isSpace(line[i])) {
+                    ++i;
+                }
+                if (i > startWord) {
+                    words.push_back(line.substr(startWord, i - startWord));
+                }
+            }
+            if (words.empty()) {
+                continue;
+            }
+            const std::string where = std::string(source) + ":" + std::to_string(lineNumber);
+            const auto fail = [&where](const std::string& what) {
+                detail::throwInvalidArgument(where + ": " + what);
+            };
+            if (words.size() < 3) {
+                fail("expected '<METHOD|*> <path-prefix> <limit> [option=value ...]'");
+            }
+            RouteRule rule;
+            rule.method = std::string(words[0]);
+            rule.pathPrefix = std::string(words[1]);
+            std::string limitText(words[2]);
+            std::optional<std::string> name;
+            for (std::size_t w = 3; w < words.size(); ++w) {
+                const std::string_view option = words[w];
+                const std::size_t eq = option.find('=');
+                if (eq == std::string_view::npos || eq == 0 || eq + 1 == option.size()) {
+                    fail("expected option=value, got '" + std::string(option) + "'");
+                }
+                const std::string_view key = option.substr(0, eq);
+                const std::string_view value = option.substr(eq + 1);
+                if (key == "name") {
+                    name = std::string(value);
+                } else if (key == "tier") {
+                    rule.tier = std::string(value);
+                } else if (key == "algorithm") {
+                    const std::optional<Algorithm> a = parseAlgorithm(value);
+                    if (!a) {
+                        fail("unknown algorithm '" + std::string(value) +
+                             "' (fixed_window, sliding_log, sliding_counter, token_bucket, "
+                             "leaky_bucket, gcra)");
+                    }
+                    rule.algorithm = *a;
+                } else if (key == "burst") {
+                    limitText.append(" burst ").append(value);
+                } else if (key == "cost") {
+                    rule.cost = number(value, where + ": cost");
+                } else {
+                    fail("unknown option '" + std::string(key) +
+                         "' (name, algorithm, burst, tier, cost)");
+                }
+            }
+            try {
+                rule.limit = Limit::parse(limitText);
+            } catch (const std::invalid_argument& e) {
+                fail(e.what());
+            }
+            rule.name = name ? *name : defaultName(rule.pathPrefix);
+            table.add(std::move(rule), where);
+        }
+        return table;
+    }
+
+    /// `parse` of the file at `path`. Throws: `std::invalid_argument` when it cannot be read.
+    [[nodiscard]] static RouteTable load(const std::string& path) {
+        std::ifstream in(path, std::ios::binary);
+        if (!in) {
+            detail::throwInvalidArgument("cannot read the rule file '" + path + "'");
+        }
+        std::ostringstream text;
+        text << in.rdbuf();
+        return parse(text.str(), path);
+    }
+
+private:
+    static bool isSpace(char c) noexcept { return c == ' ' || c == '\t' || c == '\r'; }
+
+    static std::string upper(std::string_view s) {
+        std::string out(s);
+        for (char& c : out) {
+            if (c >= 'a' && c <= 'z') {
+                c = static_cast<char>(c - 'a' + 'A');
+            }
+        }
+        return out;
+    }
+
+    static bool underPrefix(std::string_view path, std::string_view prefix) noexcept {
+        if (prefix == "/") {
+            return true;
+        }
+        return path.substr(0, prefix.size()) == prefix &&
+               (path.size() == prefix.size() || path[prefix.size()] == '/');
+    }
+
+    static std::int64_t number(std::string_view s, const std::string& what) {
+        std::int64_t v = 0;
+        if (s.empty() || s.size() > 15) {
+            detail::throwInvalidArgument(what + " must be a whole number (got '" + std::string(s) +
+                                         "')");
+        }
+        for (const char c : s) {
+            if (c < '0' || c > '9') {
+                detail::throwInvalidArgument(what + " must be a whole number (got '" +
+                                             std::string(s) + "')");
+            }
+            v = v * 10 + (c - '0');
+        }
+        return v;
+    }
+
+    static std::string defaultName(std::string_view prefix) {
+        const std::string path = normalizePath(prefix);
+        const std::size_t end = path.find('/', 1);
+        std::string first = path.substr(1, end == std::string::npos ? std::string::npos : end - 1);
+        for (char& c : first) {
+            const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                            (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
+            c = ok ? c : '_';
+        }
+        if (first.size() > 64) {
+            first.resize(64);
+        }
+        return first.empty() ? std::string("root") : first;
+    }
+
+    std::vector<RouteRule> rules_;
+};
+
+}  // namespace http
+}  // namespace v1
+}  // namespace ratelimit

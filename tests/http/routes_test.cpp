@@ -1,0 +1,217 @@
+// Tests of include/ratelimit/http/routes.hpp and route_limiter.hpp: path normalisation (no
+// bypass through other spellings), rule matching and tiers, the rule file format, and the
+// middleware core end to end over memory storage (limits long enough that time never matters).
+
+#include <chrono>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <ratelimit/http/route_limiter.hpp>
+#include <ratelimit/http/routes.hpp>
+#include <ratelimit/storage/memory.hpp>
+
+#include "support/catch.hpp"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+using ratelimit::Algorithm;
+using ratelimit::Limit;
+using ratelimit::http::normalizePath;
+using ratelimit::http::RequestInfo;
+using ratelimit::http::RouteLimiter;
+using ratelimit::http::RouteLimiterOptions;
+using ratelimit::http::RouteRule;
+using ratelimit::http::RouteTable;
+using ratelimit::http::Verdict;
+
+std::optional<std::string> field(const Verdict& v, std::string_view name) {
+    for (const auto& h : v.headers) {
+        if (h.name == name) {
+            return h.value;
+        }
+    }
+    return std::nullopt;
+}
+
+constexpr std::string_view kRules = R"(# test rules
+POST /login          5/min   algorithm=sliding_log    # brute force
+GET  /api            1000/min name=reads
+*    /api            100/min  tier=free   name=api
+*    /api            1000/min tier=pro    name=api
+*    /api            10000/min tier=enterprise name=api
+*    /api/export     2/h      cost=1
+)";
+
+}  // namespace
+
+TEST_CASE("normalizePath: other spellings of a path do not bypass its rule",
+          "[unit][http][routes]") {
+    for (const char* same :
+         {"/login", "//login", "/login/", "/login//", "/%6cogin", "/%6Cogin", "/./login",
+          "/x/../login", "/../login", "/login?x=1", "/login#f", "http://example.com/login", "login",
+          "/%2e/login", "/%2e%2e/login", "/x%2f..%2flogin"}) {
+        INFO(same);
+        CHECK(normalizePath(same) == "/login");
+    }
+    CHECK(normalizePath("") == "/");
+    CHECK(normalizePath("/") == "/");
+    CHECK(normalizePath("///") == "/");
+    CHECK(normalizePath("/a/b/../../..") == "/");
+    CHECK(normalizePath("/%zz/%") == "/%zz/%");  // not escapes: kept as they are
+    CHECK(normalizePath("/a%00b") == std::string("/a\0b", 4));
+    CHECK(normalizePath("http://host") == "/");
+    CHECK(normalizePath("/login.php") == "/login.php");
+}
+
+TEST_CASE("RouteTable: longest prefix on whole segments, tier over tierless, method over *",
+          "[unit][http][routes]") {
+    const RouteTable table = RouteTable::parse(kRules, "test.rules");
+    REQUIRE(table.rules().size() == 6);
+    const RouteRule* login = table.match("POST", "//login/");
+    REQUIRE(login != nullptr);
+    CHECK(login->name == "login");
+    CHECK(login->algorithm == Algorithm::kSlidingLog);
+    CHECK(login->limit == Limit::perMinute(5));
+    CHECK(table.match("post", "/%6cogin") == login);
+    CHECK(table.match("GET", "/login") == nullptr);
+    CHECK(table.match("POST", "/loginx") == nullptr);
+
+    CHECK(table.match("GET", "/api/things")->name == "reads");
+    CHECK(table.match("HEAD", "/api/things")->name == "reads");
+    CHECK(table.match("DELETE", "/api/things") == nullptr);  // only tiered rules for others
+    CHECK(table.match("DELETE", "/api/things", "free")->limit == Limit::perMinute(100));
+    CHECK(table.match("GET", "/api/things", "pro")->limit == Limit::perMinute(1000));
+    CHECK(table.match("GET", "/api/things", "pro")->tier == "pro");
+    CHECK(table.match("GET", "/api/things", "enterprise")->limit == Limit::perMinute(10000));
+    CHECK(table.match("GET", "/api/things", "unknown")->name == "reads");
+    CHECK(table.match("GET", "/api/export/x", "pro")->name == "api");  // longest prefix: export
+    CHECK(table.match("GET", "/api/export/x", "pro")->limit == Limit::perHour(2));
+    CHECK(table.match("GET", "/apix") == nullptr);
+}
+
+TEST_CASE("RouteTable::parse: errors name the line and what is wrong", "[unit][http][routes]") {
+    using Catch::Matchers::Contains;
+    REQUIRE_THROWS_WITH(RouteTable::parse("GET /a\n", "f"),
+                        Contains("f:1") && Contains("expected"));
+    REQUIRE_THROWS_WITH(RouteTable::parse("\n\nGET /a 5/fortnight\n", "f"),
+                        Contains("f:3") && Contains("unknown time unit"));
+    REQUIRE_THROWS_WITH(RouteTable::parse("GET /a 5/min algorithm=magic", "f"),
+                        Contains("unknown algorithm 'magic'"));
+    REQUIRE_THROWS_WITH(RouteTable::parse("GET /a 5/min colour=red", "f"),
+                        Contains("unknown option 'colour'"));
+    REQUIRE_THROWS_WITH(RouteTable::parse("GET a 5/min", "f"), Contains("RouteRule.pathPrefix"));
+    REQUIRE_THROWS_WITH(RouteTable::parse("GET /a 5/min name=a{b}", "f"),
+                        Contains("RouteRule.name"));
+    REQUIRE_THROWS_WITH(RouteTable::parse("GET /a 5/min cost=6", "f"), Contains("RouteRule.cost"));
+    REQUIRE_THROWS_WITH(RouteTable::parse("GET /a 5/min cost=x", "f"), Contains("cost"));
+    REQUIRE_THROWS_WITH(RouteTable::parse("GET /a 5/min\nPOST /b 6/min name=a", "f"),
+                        Contains("f:2") && Contains("same limit"));
+    REQUIRE_THROWS_WITH(RouteTable::load("/nonexistent/rules"), Contains("cannot read"));
+    const RouteTable ok = RouteTable::parse("get /a/b 5/min burst=10 algorithm=gcra\r\n* / 1/s\n");
+    CHECK(ok.rules()[0].limit == Limit::perMinute(5).withBurst(10));
+    CHECK(ok.rules()[0].method == "GET");
+    CHECK(ok.rules()[0].name == "a");
+    CHECK(ok.rules()[1].name == "root");
+}
+
+TEST_CASE("RouteLimiter: limits per route and client, tiers, skips and allow lists",
+          "[unit][http][routes]") {
+    RouteLimiterOptions options;
+    options.skipPaths = {"/health"};
+    options.allowList = {"192.0.2.0/24", "2001:db8:ffff::/48"};
+    options.headers.legacyFields = false;
+    const RouteTable table = RouteTable::parse(
+        "POST /login 3/min algorithm=fixed_window\n* /api 2/h name=api\n* /api 5/h tier=pro "
+        "name=api\n");
+    RouteLimiter limiter{table, ratelimit::MemoryStorage{}, options};
+
+    const auto request = [&](std::string_view method, std::string_view target,
+                             std::string_view peer, std::optional<std::string_view> principal = {},
+                             std::string_view tier = {}) {
+        return limiter.check(RequestInfo{method, target, peer, {}, principal, tier});
+    };
+
+    // /login: 3 allowed with decreasing r, then 429 with a problem body and Retry-After.
+    for (int i = 0; i < 3; ++i) {
+        const Verdict v = request("POST", "/login", "203.0.113.1");
+        CHECK(v.allowed);
+        CHECK(v.limited);
+        CHECK(field(v, "RateLimit")->rfind("\"login\";r=" + std::to_string(2 - i) + ";t=", 0) == 0);
+        CHECK(field(v, "RateLimit-Policy") == R"("login";q=3;w=60)");
+    }
+    const Verdict refused = request("POST", "//login/", "203.0.113.1");
+    CHECK_FALSE(refused.allowed);
+    CHECK(refused.status == 429);
+    CHECK(std::string(refused.contentType) == "application/problem+json");
+    CHECK(refused.body.find(R"("violated-policies":["login"])") != std::string::npos);
+    REQUIRE(field(refused, "Retry-After"));
+    CHECK(std::stoi(*field(refused, "Retry-After")) >= 1);
+    CHECK(request("POST", "/%6cogin", "203.0.113.1").status == 429);
+    CHECK(request("POST", "/login", "203.0.113.2").allowed);  // another client
+
+    // Skipped paths and allow-listed clients are never limited.
+    for (int i = 0; i < 10; ++i) {
+        const Verdict h = request("GET", "/health/", "203.0.113.1");
+        CHECK(h.allowed);
+        CHECK_FALSE(h.limited);
+        CHECK(h.headers.empty());
+        CHECK(request("POST", "/login", "192.0.2.255").allowed);
+        CHECK(request("POST", "/login", "::ffff:192.0.2.1").allowed);
+        CHECK(request("POST", "/login", "2001:db8:ffff:ffff::1").allowed);
+    }
+    CHECK(request("POST", "/login", "192.0.3.0").allowed);  // just outside: limited, 1st of 3
+    CHECK(request("POST", "/login", "192.0.3.0").limited);
+
+    // Tiers: an authenticated pro key gets 5, a free one the tierless 2; an unverified tier is
+    // ignored (tier without principal).
+    int pro = 0;
+    int anon = 0;
+    int claimed = 0;
+    for (int i = 0; i < 8; ++i) {
+        pro += request("GET", "/api/x", "198.51.100.1", std::string_view("key-1"), "pro").allowed;
+        anon += request("GET", "/api/x", "198.51.100.2").allowed;
+        claimed += request("GET", "/api/x", "198.51.100.3", std::nullopt, "pro").allowed;
+    }
+    CHECK(pro == 5);
+    CHECK(anon == 2);
+    CHECK(claimed == 2);
+
+    // No rule: not limited.
+    CHECK_FALSE(request("GET", "/static/app.js", "203.0.113.1").limited);
+}
+
+TEST_CASE("RouteLimiter: an IPv6 /48 aggregate limit catches clients spread over /56s",
+          "[unit][http][routes]") {
+    RouteLimiterOptions options;
+    options.ipv6AggregateLimit = Limit::perHour(4);
+    options.problemDetails = false;
+    RouteLimiter limiter{RouteTable::parse("* / 3/h"), ratelimit::MemoryStorage{}, options};
+    int admitted = 0;
+    for (int i = 0; i < 8; ++i) {
+        const std::string peer = "2001:db8:1:" + std::to_string(i) + "00::1";
+        const Verdict v = limiter.check(RequestInfo{"GET", "/", peer, {}, {}, {}});
+        admitted += v.allowed ? 1 : 0;
+        if (!v.allowed) {
+            CHECK(std::string(v.contentType) == "text/plain; charset=utf-8");
+            CHECK(v.body.find("retry in") != std::string::npos);
+            CHECK(field(v, "RateLimit")->find("\"ipv6-aggregate\";r=0") != std::string::npos);
+        }
+    }
+    CHECK(admitted == 4);
+    CHECK(limiter.check(RequestInfo{"GET", "/", "2001:db8:2::1", {}, {}, {}}).allowed);
+
+    RouteLimiterOptions bad;
+    bad.skipPaths = {"health"};
+    REQUIRE_THROWS_WITH(RouteLimiter(RouteTable{}, ratelimit::MemoryStorage{}, bad),
+                        Catch::Matchers::Contains("skipPaths"));
+    bad = {};
+    bad.allowList = {"300.0.0.0/8"};
+    REQUIRE_THROWS_WITH(RouteLimiter(RouteTable{}, ratelimit::MemoryStorage{}, bad),
+                        Catch::Matchers::Contains("allowList"));
+}
