@@ -6,7 +6,9 @@ set -euo pipefail
 packages=(
     cmake g++ make pkg-config git ca-certificates
     catch2 libbenchmark-dev libhiredis-dev redis-server
-    clang libclang-rt-14-dev clang-format clang-tidy
+    # clang 14 with its sanitizer and libFuzzer runtimes (Debian ships them apart from clang),
+    # and llvm for llvm-symbolizer, so sanitizer and fuzzer reports name source lines.
+    clang libclang-rt-14-dev llvm clang-format clang-tidy
     libcpp-httplib-dev wrk
     "$@"
 )

@@ -4,9 +4,9 @@
 // request-time code (the rule file parser may throw std::invalid_argument, nothing else), and
 // the invariants below must hold.
 //
-//   cmake --preset ci-clang-asan -DRATELIMIT_BUILD_FUZZERS=ON
-//   cmake --build --preset ci-clang-asan --target ratelimit_fuzz_http_parsers
-//   mkdir -p /tmp/corpus && build/ci-clang-asan/tests/fuzz/ratelimit_fuzz_http_parsers \
+//   cmake --preset ci-fuzz
+//   cmake --build --preset ci-fuzz --target ratelimit_fuzz_http_parsers
+//   mkdir -p /tmp/corpus && build/ci-fuzz/tests/fuzz/ratelimit_fuzz_http_parsers \
 //       /tmp/corpus tests/fuzz/corpus/http_parsers -max_total_time=600 -jobs=2
 
 #include <algorithm>

@@ -1,0 +1,13 @@
+// libFuzzer target: the token bucket (see algorithm_fuzz.hpp for what every input is checked
+// against).
+
+#include <cstddef>
+#include <cstdint>
+
+#include <ratelimit/algorithms/token_bucket.hpp>
+
+#include "algorithm_fuzz.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    return rlfuzz::AlgorithmFuzzer<ratelimit::TokenBucketModel, rlfuzz::BucketRef>::run(data, size);
+}
