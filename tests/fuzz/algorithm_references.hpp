@@ -91,12 +91,24 @@ struct FixedWindowRef {
     static constexpr bool kBucket = false;
     using State = WindowState;
 
-    static bool fresh(const State& s, const Params& p, Int128 v) {
+    /// Fresh when the window holding key time `v` has nothing admitted and the aligned window
+    /// holding clock time `t` starts at or after the end (in clock time, `t - v` ahead of key
+    /// time) of the key's last window with admissions: before that its windows follow its own
+    /// grid, so a shifted key never re-enters an aligned window it already used.
+    static bool fresh(const State& s, const Params& p, Int128 v, Int128 t) {
         if (!s.open) {
             return true;
         }
-        const Int128 at = s.windowAt(v, p.period);
-        return s.sumIn(at, at + p.period) == 0;
+        const Int128 w = p.period;
+        const Int128 at = s.windowAt(v, w);
+        if (s.sumIn(at, at + w) != 0) {
+            return false;
+        }
+        if (s.events.empty()) {
+            return true;
+        }
+        const Int128 lastEnd = s.windowAt(s.events.back().time, w) + w + (t - v);
+        return floorDiv(t, w) * w >= lastEnd;
     }
 
     static void realign(State& s, const Params& p, Int128 t) { s.realign(t, p.period); }
@@ -121,15 +133,9 @@ struct FixedWindowRef {
     }
 
     static Int128 maxWait(const Params& p) { return p.period; }
-    /// Most admitted in one period of key time: each window holds `count` and, while the key
-    /// never stepped back, its windows are a period long, so a period meets two of them.
-    /// After a step back DESIGN.md's rules give no bound: the shifted window ends early in
-    /// clock time, the key is fresh there and re-enters the epoch-aligned window it already
-    /// used, so a clock oscillating by a tick admits `count` per tick (a known library bug,
-    /// held by tests/fuzz_regression_test.cpp; make this 2·count always once it is fixed).
-    static Int128 admittedBound(const Params& p, bool steppedBack) {
-        return steppedBack ? kUnchecked : 2 * p.count;
-    }
+    /// Most admitted in one period of key time: each window holds `count` and its windows,
+    /// shifted or aligned, never overlap, so a period meets two of them, steps back included.
+    static Int128 admittedBound(const Params& p, bool /*steppedBack*/) { return 2 * p.count; }
 };
 
 /// Sliding counter: DESIGN.md's weighted formula over the two windows' sums.
@@ -137,7 +143,7 @@ struct SlidingCounterRef {
     static constexpr bool kBucket = false;
     using State = WindowState;
 
-    static bool fresh(const State& s, const Params& p, Int128 v) {
+    static bool fresh(const State& s, const Params& p, Int128 v, Int128 /*t*/) {
         if (!s.open) {
             return true;
         }
@@ -191,7 +197,9 @@ struct SlidingLogRef {
         std::vector<Event> events;  ///< oldest first
     };
 
-    static bool fresh(const State& /*s*/, const Params& /*p*/, Int128 /*v*/) { return false; }
+    static bool fresh(const State& /*s*/, const Params& /*p*/, Int128 /*v*/, Int128 /*t*/) {
+        return false;
+    }
     static void realign(State& /*s*/, const Params& /*p*/, Int128 /*t*/) {}
 
     static Expected decide(State& s, const Params& p, Int128 v, Int128 cost) {
@@ -277,7 +285,9 @@ struct BucketRef {
         Int128 at = 0;         ///< key time of the last write
     };
 
-    static bool fresh(const State& /*s*/, const Params& /*p*/, Int128 /*v*/) { return false; }
+    static bool fresh(const State& /*s*/, const Params& /*p*/, Int128 /*v*/, Int128 /*t*/) {
+        return false;
+    }
     static void realign(State& /*s*/, const Params& /*p*/, Int128 /*t*/) {}
 
     static Int128 scaledAt(const State& s, const Params& p, Int128 v) {
@@ -336,7 +346,7 @@ struct KeyRef {
         c.steppedBack = written && t < lastReal;
         KeyRef view = *this;
         Int128 v = c.steppedBack ? lastReal - offset : t - offset;
-        if (Ref::fresh(view.state, p, v)) {
+        if (Ref::fresh(view.state, p, v, v + view.offset)) {
             if (c.steppedBack) {
                 fail("reference: a key that stepped back is fresh");
             }
