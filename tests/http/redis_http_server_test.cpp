@@ -1,0 +1,78 @@
+// End to end through Redis: two instances of examples/http_server.cpp started with
+// `--redis 127.0.0.1:PORT` and the same rule file share their limits through one throw-away
+// redis-server, driven alternately by a plain HTTP client. No sleeps: the limits are hours long.
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unistd.h>
+
+#include "support/catch.hpp"
+#include "support/http_example.hpp"
+#include "support/redis_server.hpp"
+
+namespace {
+
+namespace rt = ratelimit_test;
+using http_example::Response;
+using http_example::send;
+using http_example::ServerProcess;
+
+std::string writeSharedRules() {
+    char dir[] = "/tmp/ratelimit-http-redis-test-XXXXXX";
+    REQUIRE(::mkdtemp(dir) != nullptr);
+    const std::string path = std::string(dir) + "/rules";
+    std::ofstream out(path);
+    out << "POST /login  4/h  algorithm=sliding_log\n"
+           "GET  /api    3/h  name=api algorithm=token_bucket\n";
+    REQUIRE(out.good());
+    return path;
+}
+
+}  // namespace
+
+TEST_CASE("HTTP server example: two servers with --redis share one limit",
+          "[http][example][server][redis]") {
+    std::unique_ptr<rt::RedisServer> redis;
+    try {
+        redis = std::make_unique<rt::RedisServer>(rt::RedisServer::Options{.tcp = true});
+    } catch (const rt::RedisUnavailable& e) {
+#ifdef SKIP
+        SKIP(e.what());
+#else
+        WARN(std::string("skipped: ") + e.what());
+        return;
+#endif
+    }
+    const std::string rules = writeSharedRules();
+    const std::string address = "127.0.0.1:" + std::to_string(redis->port());
+    ServerProcess first({"--port", "0", "--rules", rules, "--redis", address});
+    ServerProcess second({"--port", "0", "--rules", rules, "--redis", address});
+
+    // One client alternating between the servers: the four logins of the hour are spent once,
+    // whichever server answers, and `r` counts down across both.
+    for (int i = 0; i < 4; ++i) {
+        const Response r = send(i % 2 == 0 ? first.port() : second.port(), "POST", "/login");
+        CHECK(r.status == 200);
+        const std::optional<std::string> limit = r.header("RateLimit");
+        REQUIRE(limit);
+        CHECK(limit->rfind("\"login\";r=" + std::to_string(3 - i) + ";t=", 0) == 0);
+    }
+    for (const int port : {first.port(), second.port()}) {
+        const Response refused = send(port, "POST", "/login");
+        CHECK(refused.status == 429);
+        CHECK(refused.header("Retry-After"));
+    }
+
+    // Another route, another algorithm, the same sharing.
+    int admitted = 0;
+    for (int i = 0; i < 10; ++i) {
+        const int port = i % 2 == 0 ? first.port() : second.port();
+        admitted += send(port, "GET", "/api/x").status == 200 ? 1 : 0;
+    }
+    CHECK(admitted == 3);
+    std::remove(rules.c_str());
+}

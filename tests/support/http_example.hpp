@@ -1,0 +1,156 @@
+#pragma once
+
+// The HTTP example server (examples/http_server.cpp; its path comes from CMake as
+// RATELIMIT_HTTP_SERVER) as a child process of a test, and a plain HTTP/1.1 client for it.
+// Shared by tests/http/http_server_test.cpp and tests/http/redis_http_server_test.cpp.
+
+#include <algorithm>
+#include <arpa/inet.h>
+#include <cctype>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <netinet/in.h>
+#include <optional>
+#include <poll.h>
+#include <spawn.h>
+#include <string>
+#include <string_view>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <utility>
+#include <vector>
+
+#include "support/catch.hpp"
+
+extern char** environ;
+
+namespace http_example {
+
+/// The example server as a child process: started with `--port 0`, its port read from its
+/// first line, killed when this goes out of scope.
+class ServerProcess {
+public:
+    explicit ServerProcess(std::vector<std::string> args) {
+        int out[2];
+        REQUIRE(::pipe(out) == 0);
+        posix_spawn_file_actions_t actions;
+        ::posix_spawn_file_actions_init(&actions);
+        ::posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+        ::posix_spawn_file_actions_addclose(&actions, out[0]);
+        args.insert(args.begin(), RATELIMIT_HTTP_SERVER);
+        std::vector<char*> argv;
+        for (std::string& a : args) {
+            argv.push_back(a.data());
+        }
+        argv.push_back(nullptr);
+        const int rc = ::posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
+        ::posix_spawn_file_actions_destroy(&actions);
+        ::close(out[1]);
+        REQUIRE(rc == 0);
+        std::string line;
+        char c = 0;
+        while (line.size() < 200) {
+            pollfd p{out[0], POLLIN, 0};
+            if (::poll(&p, 1, 10'000) != 1 || ::read(out[0], &c, 1) != 1 || c == '\n') {
+                break;
+            }
+            line.push_back(c);
+        }
+        ::close(out[0]);
+        INFO("first line: " << line);
+        constexpr std::string_view kPrefix = "listening on 127.0.0.1:";
+        REQUIRE(line.rfind(kPrefix, 0) == 0);
+        port_ = std::atoi(line.c_str() + kPrefix.size());
+        REQUIRE(port_ > 0);
+    }
+    ServerProcess(const ServerProcess&) = delete;
+    ServerProcess& operator=(const ServerProcess&) = delete;
+    ~ServerProcess() {
+        if (pid_ > 0) {
+            ::kill(pid_, SIGTERM);
+            int status = 0;
+            ::waitpid(pid_, &status, 0);
+        }
+    }
+
+    [[nodiscard]] int port() const { return port_; }
+
+private:
+    pid_t pid_ = 0;
+    int port_ = 0;
+};
+
+struct Response {
+    int status = 0;
+    std::vector<std::pair<std::string, std::string>> headers;
+    std::string body;
+
+    [[nodiscard]] std::optional<std::string> header(std::string_view name) const {
+        for (const auto& [n, v] : headers) {
+            if (n.size() == name.size() &&
+                std::equal(n.begin(), n.end(), name.begin(), [](char a, char b) {
+                    return std::tolower(static_cast<unsigned char>(a)) ==
+                           std::tolower(static_cast<unsigned char>(b));
+                })) {
+                return v;
+            }
+        }
+        return std::nullopt;
+    }
+};
+
+/// One request on its own connection (`Connection: close`), read to the end.
+inline Response send(int port, std::string_view method, std::string_view target,
+                     std::string_view extraHeaders = {}) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd >= 0);
+    timeval timeout{10, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0);
+    std::string request = std::string(method) + " " + std::string(target) +
+                          " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n" +
+                          std::string(extraHeaders) + "Content-Length: 0\r\n\r\n";
+    REQUIRE(::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(request.size()));
+    std::string raw;
+    char buffer[4096];
+    for (;;) {
+        const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
+        if (n <= 0) {
+            break;
+        }
+        raw.append(buffer, static_cast<std::size_t>(n));
+    }
+    ::close(fd);
+
+    Response r;
+    const std::size_t headEnd = raw.find("\r\n\r\n");
+    REQUIRE(headEnd != std::string::npos);
+    REQUIRE(raw.rfind("HTTP/1.1 ", 0) == 0);
+    r.status = std::atoi(raw.c_str() + 9);
+    std::size_t pos = raw.find("\r\n") + 2;
+    while (pos < headEnd) {
+        const std::size_t end = raw.find("\r\n", pos);
+        const std::string line = raw.substr(pos, end - pos);
+        const std::size_t colon = line.find(':');
+        std::string value = line.substr(colon + 1);
+        while (!value.empty() && value.front() == ' ') {
+            value.erase(0, 1);
+        }
+        r.headers.emplace_back(line.substr(0, colon), value);
+        pos = end + 2;
+    }
+    r.body = raw.substr(headEnd + 4);
+    return r;
+}
+
+}  // namespace http_example
