@@ -373,7 +373,7 @@ private:
         return static_cast<std::uint64_t>((UInt128{hash} * groupCount_) >> 64U);
     }
 
-    RATELIMIT_ALWAYS_INLINE Lookup lookupKey(std::string_view key) const noexcept {
+    [[nodiscard]] RATELIMIT_ALWAYS_INLINE Lookup lookupKey(std::string_view key) const noexcept {
         static_assert(StoredKey::kInline == ShortKeyHash::kMaxLength);
         const Digest128 d = key.size() <= StoredKey::kInline ? shared_->shortKeyHasher(key)
                                                              : shared_->longKeyHasher(key);
