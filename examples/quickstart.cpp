@@ -1,13 +1,16 @@
 // The smallest useful program: ten requests a minute per user, in memory.
 #include <cstdio>
+#include <exception>
 
 #include <ratelimit/ratelimit.hpp>
 
-int main() {
-    ratelimit::TokenBucket<> perUser{ratelimit::Limit::perMinute(10)};
+int main() try {
+    constexpr int kPerMinute = 10;
+    constexpr int kRequests = 12;
+    ratelimit::TokenBucket<> perUser{ratelimit::Limit::perMinute(kPerMinute)};
 
     int admitted = 0;
-    for (int request = 1; request <= 12; ++request) {
+    for (int request = 1; request <= kRequests; ++request) {
         const ratelimit::Decision d = perUser.tryAcquire("user:42");
         if (d) {
             ++admitted;
@@ -20,5 +23,8 @@ int main() {
                         static_cast<long long>(retrySeconds));
         }
     }
-    return admitted == 10 ? 0 : 1;
+    return admitted == kPerMinute ? 0 : 1;
+} catch (const std::exception& e) {
+    std::fprintf(stderr, "quickstart: %s\n", e.what());
+    return 1;
 }

@@ -7,25 +7,37 @@
 //
 // The parent starts a second copy of itself (posix_spawn, `--child`), which reports how many it
 // was admitted through its exit status.
+#include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <spawn.h>
 #include <string>
 #include <string_view>
 #include <sys/wait.h>
+#include <system_error>
 #include <unistd.h>
 #include <vector>
 
 #include <ratelimit/redis.hpp>
 
+// POSIX's process environment, which not every <unistd.h> declares (glibc does, for C++).
+// NOLINTNEXTLINE(*-redundant-declaration,*-avoid-non-const-global-variables)
 extern char** environ;
 
 namespace {
 
+constexpr int kLimitPerHour = 20;
+constexpr int kFirstAttempts = 10;   // this process, before the second one runs
+constexpr int kChildAttempts = 30;   // the second process
+constexpr int kSecondAttempts = 20;  // this process, after the second one
+constexpr std::chrono::milliseconds kTimeout{500};
+
 int admitted(const ratelimit::RedisStorage& redis, const std::string& key, int attempts) {
     // Fail closed: a demo of exactness should not count a degraded answer as admitted.
     ratelimit::TokenBucket<ratelimit::RedisStorage> shared{
-        ratelimit::Limit::perHour(20),
+        ratelimit::Limit::perHour(kLimitPerHour),
         redis,
         {},
         {.name = "redis-shared-demo", .failurePolicy = ratelimit::FailurePolicy::kFailClosed}};
@@ -43,7 +55,7 @@ int admitted(const ratelimit::RedisStorage& redis, const std::string& key, int a
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
     ratelimit::RedisStorage::Options options;
     if (const char* socket = std::getenv("RATELIMIT_REDIS_SOCKET"); socket != nullptr) {
         options.unixSocket = socket;  // how the tests point it at their own server
@@ -59,7 +71,13 @@ int main(int argc, char** argv) {
         } else if (arg == "--host" && hasValue) {
             options.host = argv[++i];
         } else if (arg == "--port" && hasValue) {
-            options.port = std::atoi(argv[++i]);
+            const std::string_view port = argv[++i];
+            const auto [end, error] =
+                std::from_chars(port.data(), port.data() + port.size(), options.port);
+            if (error != std::errc{} || end != port.data() + port.size()) {
+                std::fprintf(stderr, "bad --port %s\n", argv[i]);
+                return 2;
+            }
         } else if (arg == "--child" && hasValue) {
             child = true;
             key = argv[++i];
@@ -71,21 +89,22 @@ int main(int argc, char** argv) {
         forwarded.emplace_back(arg);
         forwarded.emplace_back(argv[i]);
     }
-    options.timeout = std::chrono::milliseconds{500};
+    options.timeout = kTimeout;
     const ratelimit::RedisStorage redis{options};
 
     if (child) {
-        return admitted(redis, key, 30);
+        return admitted(redis, key, kChildAttempts);
     }
 
     std::vector<std::string> childArgs{argv[0], "--child", key};
     childArgs.insert(childArgs.end(), forwarded.begin(), forwarded.end());
     std::vector<char*> childArgv;
+    childArgv.reserve(childArgs.size() + 1);
     for (std::string& a : childArgs) {
         childArgv.push_back(a.data());
     }
     childArgv.push_back(nullptr);
-    const int before = admitted(redis, key, 10);
+    const int before = admitted(redis, key, kFirstAttempts);
     pid_t pid = 0;
     if (::posix_spawn(&pid, argv[0], nullptr, nullptr, childArgv.data(), environ) != 0) {
         std::perror("posix_spawn");
@@ -93,8 +112,8 @@ int main(int argc, char** argv) {
     }
     int status = 0;
     ::waitpid(pid, &status, 0);
-    const int after = admitted(redis, key, 20);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) > 30) {
+    const int after = admitted(redis, key, kSecondAttempts);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) > kChildAttempts) {
         std::fprintf(stderr, "the second process failed\n");
         return 1;
     }
@@ -104,5 +123,8 @@ int main(int argc, char** argv) {
         "process %ld: %d of 20 admitted\n%d in all (limit 20)\n",
         static_cast<long>(::getpid()), before, static_cast<long>(pid), theirs,
         static_cast<long>(::getpid()), after, before + theirs + after);
-    return before + theirs + after == 20 ? 0 : 1;
+    return before + theirs + after == kLimitPerHour ? 0 : 1;
+} catch (const std::exception& e) {
+    std::fprintf(stderr, "redis_shared: %s\n", e.what());
+    return 1;
 }

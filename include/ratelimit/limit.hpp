@@ -164,7 +164,7 @@ private:
         return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
     }
 
-    bool atDigit() const { return pos_ < text_.size() && isDigit(text_[pos_]); }
+    [[nodiscard]] bool atDigit() const { return pos_ < text_.size() && isDigit(text_[pos_]); }
 
     void skipSpaces() {
         while (pos_ < text_.size() && isSpace(text_[pos_])) {
@@ -218,13 +218,27 @@ private:
         using namespace std::chrono_literals;
         const std::size_t start = pos_;
         const std::string u = letters();
-        if (u == "ns" || u == "nanosecond" || u == "nanoseconds") return 1ns;
-        if (u == "us" || u == "microsecond" || u == "microseconds") return 1us;
-        if (u == "ms" || u == "millisecond" || u == "milliseconds") return 1ms;
-        if (u == "s" || u == "sec" || u == "second" || u == "seconds") return 1s;
-        if (u == "m" || u == "min" || u == "minute" || u == "minutes") return 1min;
-        if (u == "h" || u == "hr" || u == "hour" || u == "hours") return 1h;
-        if (u == "d" || u == "day" || u == "days") return 24h;
+        if (u == "ns" || u == "nanosecond" || u == "nanoseconds") {
+            return 1ns;
+        }
+        if (u == "us" || u == "microsecond" || u == "microseconds") {
+            return 1us;
+        }
+        if (u == "ms" || u == "millisecond" || u == "milliseconds") {
+            return 1ms;
+        }
+        if (u == "s" || u == "sec" || u == "second" || u == "seconds") {
+            return 1s;
+        }
+        if (u == "m" || u == "min" || u == "minute" || u == "minutes") {
+            return 1min;
+        }
+        if (u == "h" || u == "hr" || u == "hour" || u == "hours") {
+            return 1h;
+        }
+        if (u == "d" || u == "day" || u == "days") {
+            return 24h;
+        }
         pos_ = start;
         fail(u.empty() ? "expected a time unit (ns, us, ms, s, min, h, d)"
                        : "unknown time unit '" + u + "' (use ns, us, ms, s, min, h, d)");

@@ -108,8 +108,11 @@ public:
     [[nodiscard]] const Storage& storage() const noexcept { return storage_; }
 
 private:
+    /// `LimiterOptions::maxRunsPerKey` accepts 1 … 2^20.
+    static constexpr std::int64_t kMaxRunsPerKey = std::int64_t{1} << 20;
+
     static Quota makeQuota(const Limit& limit, const Options& options) {
-        if (options.maxRunsPerKey < 1 || options.maxRunsPerKey > (std::int64_t{1} << 20)) {
+        if (options.maxRunsPerKey < 1 || options.maxRunsPerKey > kMaxRunsPerKey) {
             detail::throwInvalidArgument("LimiterOptions.maxRunsPerKey must be in 1..2^20 (got " +
                                          std::to_string(options.maxRunsPerKey) + ")");
         }
@@ -156,7 +159,7 @@ private:
     /// The key's window phase in ticks: a fixed (unseeded) hash, so every host and every
     /// restart agrees on it. A whole number of microseconds whatever the tick, so memory and
     /// Redis (whole microseconds) shift a key's windows by exactly the same time.
-    Tick phaseOf(std::string_view key) const noexcept {
+    [[nodiscard]] Tick phaseOf(std::string_view key) const noexcept {
         if (Model::kBucket || !options_.spreadWindowResets) {
             return 0;
         }

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <string_view>
@@ -16,13 +17,7 @@ template <const std::string_view& A, const std::string_view& B>
 struct JoinedString {
     static constexpr std::array<char, A.size() + B.size()> kChars = [] {
         std::array<char, A.size() + B.size()> out{};
-        std::size_t i = 0;
-        for (const char c : A) {
-            out[i++] = c;
-        }
-        for (const char c : B) {
-            out[i++] = c;
-        }
+        std::copy(B.begin(), B.end(), std::copy(A.begin(), A.end(), out.begin()));
         return out;
     }();
     static constexpr std::string_view kValue{kChars.data(), kChars.size()};

@@ -125,7 +125,7 @@ inline Tick alignedStart(Tick now, Tick w) noexcept {
 /// store the `deficit` (units below full at `now`, already refilled).
 struct BucketOutcome {
     Decision decision;
-    std::int64_t deficitAfter;  ///< deficit to store when allowed
+    std::int64_t deficitAfter = 0;  ///< deficit to store when allowed
 };
 
 RATELIMIT_ALWAYS_INLINE BucketOutcome bucketStep(const Quota& q, std::int64_t deficit,

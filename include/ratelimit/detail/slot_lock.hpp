@@ -66,6 +66,8 @@ public:
     ~SlotGuard() RATELIMIT_RELEASE() { lock_.unlock(); }
     SlotGuard(const SlotGuard&) = delete;
     SlotGuard& operator=(const SlotGuard&) = delete;
+    SlotGuard(SlotGuard&&) = delete;
+    SlotGuard& operator=(SlotGuard&&) = delete;
 
 private:
     SlotLock& lock_;

@@ -58,6 +58,8 @@ public:
     MemoryTableBase() = default;
     MemoryTableBase(const MemoryTableBase&) = delete;
     MemoryTableBase& operator=(const MemoryTableBase&) = delete;
+    MemoryTableBase(MemoryTableBase&&) = delete;
+    MemoryTableBase& operator=(MemoryTableBase&&) = delete;
     virtual ~MemoryTableBase() = default;
     virtual void addStats(MemoryStats& stats) const = 0;
     [[nodiscard]] virtual const Quota& quota() const noexcept = 0;
@@ -117,10 +119,27 @@ public:
     [[nodiscard]] MemoryStats stats() const;
 
 private:
+    static constexpr std::size_t kMaxKeysBound = std::size_t{1} << 31;
+    static constexpr std::size_t kSpillEntriesBound = std::size_t{1} << 16;
+
     std::shared_ptr<detail::MemoryShared> shared_;
 };
 
 namespace detail {
+
+/// The keys of a storage's two hashes: `ShortKeyHash`'s four words, then `SipHash128`'s two.
+inline constexpr std::size_t kShortKeySeedWords = 4;
+using HashSeeds = std::array<std::uint64_t, kShortKeySeedWords + 2>;
+
+/// A fixed-size array on the heap, sized at run time: a `std::vector` would add a capacity and
+/// a size that nothing uses. (`T[]` is what `std::unique_ptr` needs to own an array.)
+template <class T>
+using HeapArray = std::unique_ptr<T[]>;  // NOLINT(*-avoid-c-arrays): unique_ptr's array form
+
+template <class T>
+HeapArray<T> makeHeapArray(std::size_t size) {
+    return std::make_unique<T[]>(size);  // NOLINT(*-avoid-c-arrays): unique_ptr's array form
+}
 
 struct MemoryShared {
     MemoryStorage::Options options;
@@ -130,10 +149,10 @@ struct MemoryShared {
     std::mutex registryMutex;
     std::map<std::string, std::weak_ptr<MemoryTableBase>, std::less<>> tables;
 
-    MemoryShared(MemoryStorage::Options opts, const std::array<std::uint64_t, 6>& seeds)
+    MemoryShared(MemoryStorage::Options opts, const HashSeeds& seeds)
         : options(std::move(opts)),
           shortKeyHasher(seeds[0], seeds[1], seeds[2], seeds[3]),
-          longKeyHasher(seeds[4], seeds[5]) {}
+          longKeyHasher(seeds[kShortKeySeedWords], seeds[kShortKeySeedWords + 1]) {}
 
     bool reserveEntry() noexcept {
         std::size_t n = live.load(std::memory_order_relaxed);
@@ -207,8 +226,8 @@ concept HasHeapBound = requires(const Quota& q) {
 
 /// The hash keys of one storage: drawn from `std::random_device`, or spread from a given seed
 /// (SplitMix64) so tests can replay a layout.
-inline std::array<std::uint64_t, 6> hashSeeds(std::uint64_t seed) {
-    std::array<std::uint64_t, 6> seeds{};
+inline HashSeeds hashSeeds(std::uint64_t seed) {
+    HashSeeds seeds{};
     if (seed == 0) {
         std::random_device rd;
         constexpr unsigned kHalf = 32;
@@ -217,13 +236,17 @@ inline std::array<std::uint64_t, 6> hashSeeds(std::uint64_t seed) {
         }
         return seeds;
     }
+    // SplitMix64 (Steele, Lea and Flood): its increment, shifts and multipliers are its
+    // definition, not tunables to name.
+    // NOLINTBEGIN(cppcoreguidelines-avoid-magic-numbers,readability-magic-numbers)
     for (auto& s : seeds) {
         seed += 0x9e3779b97f4a7c15ULL;
         std::uint64_t z = seed;
-        z = (z ^ (z >> 30U)) * 0xbf58476d1ce4e5b9ULL;  // NOLINT(*-magic-numbers): SplitMix64
-        z = (z ^ (z >> 27U)) * 0x94d049bb133111ebULL;  // NOLINT(*-magic-numbers): SplitMix64
-        s = z ^ (z >> 31U);                            // NOLINT(*-magic-numbers): SplitMix64
+        z = (z ^ (z >> 30U)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27U)) * 0x94d049bb133111ebULL;
+        s = z ^ (z >> 31U);
     }
+    // NOLINTEND(cppcoreguidelines-avoid-magic-numbers,readability-magic-numbers)
     return seeds;
 }
 
@@ -235,18 +258,21 @@ public:
           name_(std::move(name)),
           quota_(quota),
           groupCount_((shared_->options.maxKeys + kKeysPerGroup - 1) / kKeysPerGroup),
-          groups_(std::make_unique<std::atomic<Group*>[]>(groupCount_)),
-          spill_(std::make_unique<Slot[]>(shared_->options.spillEntries)) {}
+          groups_(makeHeapArray<std::atomic<Group*>>(groupCount_)),
+          spill_(makeHeapArray<Slot>(shared_->options.spillEntries)) {}
 
     ~MemoryTable() override {
         for (std::size_t i = 0; i < groupCount_; ++i) {
-            delete groups_[i].load(std::memory_order_relaxed);
+            // Adopts the group `groupAt` released into the table, and frees it.
+            const std::unique_ptr<Group> owned{groups_[i].load(std::memory_order_relaxed)};
         }
         shared_->live.fetch_sub(tracked_.load(std::memory_order_relaxed),
                                 std::memory_order_relaxed);
     }
     MemoryTable(const MemoryTable&) = delete;
     MemoryTable& operator=(const MemoryTable&) = delete;
+    MemoryTable(MemoryTable&&) = delete;
+    MemoryTable& operator=(MemoryTable&&) = delete;
 
     /// Calls on one key take effect in the order of their times: the time is read before the
     /// key's lock (so the lock is held for the step alone), and read again under it when
@@ -302,6 +328,9 @@ private:
         std::array<Slot, kGroupSlots> slots{};
     };
 
+    /// A used slot's tag: this bit, and the top `kTagHashBits` bits of its key's hash.
+    static constexpr unsigned kTagUsed = 0x80;
+    static constexpr unsigned kTagHashBits = 7;
     static constexpr std::uint64_t kLowBytes = 0x0101010101010101ULL;
     static constexpr std::uint64_t kLow7Bits = 0x7f7f7f7f7f7f7f7fULL;
 
@@ -333,9 +362,9 @@ private:
     /// finds both full before the table holds `maxKeys`), its tag and its spill entry.
     struct Lookup {
         StoredKey key;
-        std::array<std::uint64_t, 2> groups;
-        std::uint8_t tag;
-        std::uint64_t spill;
+        std::array<std::uint64_t, 2> groups{};
+        std::uint8_t tag = 0;
+        std::uint64_t spill = 0;
     };
 
     /// Maps a 64-bit hash onto [0, groupCount) without a division (Lemire's multiply-shift),
@@ -344,7 +373,7 @@ private:
         return static_cast<std::uint64_t>((UInt128{hash} * groupCount_) >> 64U);
     }
 
-    RATELIMIT_ALWAYS_INLINE Lookup lookupKey(std::string_view key) const noexcept {
+    [[nodiscard]] RATELIMIT_ALWAYS_INLINE Lookup lookupKey(std::string_view key) const noexcept {
         static_assert(StoredKey::kInline == ShortKeyHash::kMaxLength);
         const Digest128 d = key.size() <= StoredKey::kInline ? shared_->shortKeyHasher(key)
                                                              : shared_->longKeyHasher(key);
@@ -360,7 +389,7 @@ private:
             std::memcpy(k.key.bytes.data() + sizeof d.low, &d.high, sizeof d.high);
         }
         k.groups = {reduce(d.low), reduce(d.high)};
-        k.tag = static_cast<std::uint8_t>(0x80U | (d.low >> 57U));
+        k.tag = static_cast<std::uint8_t>(kTagUsed | (d.low >> (64U - kTagHashBits)));
         k.spill = d.high % shared_->options.spillEntries;
         return k;
     }
@@ -664,8 +693,8 @@ private:
     std::string name_;
     Quota quota_;
     std::size_t groupCount_;
-    std::unique_ptr<std::atomic<Group*>[]> groups_;
-    std::unique_ptr<Slot[]> spill_;
+    HeapArray<std::atomic<Group*>> groups_;
+    HeapArray<Slot> spill_;
     std::atomic<std::size_t> tracked_{0};
     std::atomic<std::size_t> allocatedGroups_{0};
     std::atomic<std::uint64_t> sweepCursor_{0};
@@ -684,8 +713,9 @@ public:
     explicit Table(std::shared_ptr<detail::MemoryTable<M>> impl) : impl_(std::move(impl)) {}
 
     /// Applies the model's step to `key` atomically. Throws: `std::bad_alloc` only.
-    RATELIMIT_ALWAYS_INLINE Decision step(std::string_view key, detail::TickSource now,
-                                          std::int64_t cost, bool consume) const {
+    [[nodiscard]] RATELIMIT_ALWAYS_INLINE Decision step(std::string_view key,
+                                                        detail::TickSource now, std::int64_t cost,
+                                                        bool consume) const {
         return impl_->step(key, now, cost, consume);
     }
     /// Makes `key` fresh (a spilled key shares its entry and is left alone).
@@ -696,11 +726,11 @@ private:
 };
 
 inline MemoryStorage::MemoryStorage(Options options) {
-    if (options.maxKeys < 1 || options.maxKeys > (std::size_t{1} << 31)) {
+    if (options.maxKeys < 1 || options.maxKeys > kMaxKeysBound) {
         detail::throwInvalidArgument("MemoryStorage::Options.maxKeys must be in 1..2^31 (got " +
                                      std::to_string(options.maxKeys) + ")");
     }
-    if (options.spillEntries < 1 || options.spillEntries > (std::size_t{1} << 16)) {
+    if (options.spillEntries < 1 || options.spillEntries > kSpillEntriesBound) {
         detail::throwInvalidArgument(
             "MemoryStorage::Options.spillEntries must be in 1..65536 (got " +
             std::to_string(options.spillEntries) + ")");
