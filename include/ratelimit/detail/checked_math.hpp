@@ -86,6 +86,9 @@ public:
         : divisor_(d), shift_(kDividendBits + ceilLog2(static_cast<std::uint64_t>(d))) {
         const UInt128 power = UInt128{1} << shift_;
         const auto ud = static_cast<std::uint64_t>(d);
+        // d > 0 is the precondition; Quota::make passes period/g and count/g, both >= 1 once
+        // Limit::validate and the whole-ticks check passed, which the analyzer cannot follow.
+        // NOLINTNEXTLINE(clang-analyzer-core.DivideZero)
         multiplier_ = static_cast<std::uint64_t>(power / ud + (power % ud != 0 ? 1 : 0));
     }
 
