@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -55,16 +56,9 @@ enum class Algorithm {
 /// for `_`. Returns nullopt for anything else (never throws).
 [[nodiscard]] constexpr std::optional<Algorithm> parseAlgorithm(std::string_view name) noexcept {
     const auto same = [name](std::string_view expected) {
-        if (name.size() != expected.size()) {
-            return false;
-        }
-        for (std::size_t i = 0; i < name.size(); ++i) {
-            const char c = name[i] == '-' ? '_' : name[i];
-            if (c != expected[i]) {
-                return false;
-            }
-        }
-        return true;
+        return std::equal(
+            name.begin(), name.end(), expected.begin(), expected.end(),
+            [](char given, char wanted) { return (given == '-' ? '_' : given) == wanted; });
     };
     for (const Algorithm a :
          {Algorithm::kFixedWindow, Algorithm::kSlidingLog, Algorithm::kSlidingCounter,

@@ -18,16 +18,11 @@ using http_example::send;
 using http_example::ServerProcess;
 
 std::string writeRules() {
-    char dir[] = "/tmp/ratelimit-http-test-XXXXXX";
-    REQUIRE(::mkdtemp(dir) != nullptr);
-    const std::string path = std::string(dir) + "/rules";
-    std::ofstream out(path);
-    out << "# tiny limits, long periods: nothing refills while the test runs\n"
-           "POST /login  3/h  algorithm=sliding_log\n"
-           "GET  /api    2/h  name=api\n"
-           "*    /api    5/h  name=api tier=pro\n";
-    REQUIRE(out.good());
-    return path;
+    return http_example::writeRuleFile(
+        "# tiny limits, long periods: nothing refills while the test runs\n"
+        "POST /login  3/h  algorithm=sliding_log\n"
+        "GET  /api    2/h  name=api\n"
+        "*    /api    5/h  name=api tier=pro\n");
 }
 
 }  // namespace
@@ -83,7 +78,7 @@ TEST_CASE("HTTP server example: limits, headers, 429 with Retry-After, /health a
     const Response proRefused = send(port, "GET", "/api/items", "X-API-Key: secret-pro\r\n");
     CHECK(proRefused.status == 429);
     CHECK(proRefused.header("RateLimit-Policy") == R"("api";q=5;w=3600)");
-    std::remove(rules.c_str());
+    CHECK(std::remove(rules.c_str()) == 0);
 }
 
 TEST_CASE("HTTP server example: --no-limit serves without the limiter", "[http][example][server]") {

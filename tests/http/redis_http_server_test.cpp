@@ -22,14 +22,9 @@ using http_example::send;
 using http_example::ServerProcess;
 
 std::string writeSharedRules() {
-    char dir[] = "/tmp/ratelimit-http-redis-test-XXXXXX";
-    REQUIRE(::mkdtemp(dir) != nullptr);
-    const std::string path = std::string(dir) + "/rules";
-    std::ofstream out(path);
-    out << "POST /login  4/h  algorithm=sliding_log\n"
-           "GET  /api    3/h  name=api algorithm=token_bucket\n";
-    REQUIRE(out.good());
-    return path;
+    return http_example::writeRuleFile(
+        "POST /login  4/h  algorithm=sliding_log\n"
+        "GET  /api    3/h  name=api algorithm=token_bucket\n");
 }
 
 }  // namespace
@@ -74,5 +69,5 @@ TEST_CASE("HTTP server example: two servers with --redis share one limit",
         admitted += send(port, "GET", "/api/x").status == 200 ? 1 : 0;
     }
     CHECK(admitted == 3);
-    std::remove(rules.c_str());
+    CHECK(std::remove(rules.c_str()) == 0);
 }

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <netinet/in.h>
 #include <optional>
 #include <poll.h>
@@ -151,6 +152,17 @@ inline Response send(int port, std::string_view method, std::string_view target,
     }
     r.body = raw.substr(headEnd + 4);
     return r;
+}
+
+/// Writes a rule file (the example's --rules format) into a fresh temporary directory.
+inline std::string writeRuleFile(std::string_view rules) {
+    std::string dir = "/tmp/ratelimit-http-test-XXXXXX";
+    REQUIRE(::mkdtemp(dir.data()) != nullptr);
+    std::string path = dir + "/rules";
+    std::ofstream out(path);
+    out << rules;
+    REQUIRE(out.good());
+    return path;
 }
 
 }  // namespace http_example

@@ -71,16 +71,28 @@ inline StoreError classifyErrorReply(std::string_view text) {
         return text.find("unauthenticated") != std::string_view::npos ? StoreError::kAuth
                                                                       : StoreError::kProtocol;
     }
-    if (startsWith("OOM")) return StoreError::kOutOfMemory;
-    if (startsWith("MOVED") || startsWith("ASK")) return StoreError::kRedirected;
-    if (startsWith("NOAUTH") || startsWith("WRONGPASS") || startsWith("NOPERM"))
-        return StoreError::kAuth;
-    if (startsWith("READONLY")) return StoreError::kReadOnly;
-    if (startsWith("BUSY")) return StoreError::kBusy;
-    // Errors raised inside a script arrive wrapped: look for the inner code too.
-    if (text.find("OOM command not allowed") != std::string_view::npos)
+    if (startsWith("OOM")) {
         return StoreError::kOutOfMemory;
-    if (text.find("READONLY") != std::string_view::npos) return StoreError::kReadOnly;
+    }
+    if (startsWith("MOVED") || startsWith("ASK")) {
+        return StoreError::kRedirected;
+    }
+    if (startsWith("NOAUTH") || startsWith("WRONGPASS") || startsWith("NOPERM")) {
+        return StoreError::kAuth;
+    }
+    if (startsWith("READONLY")) {
+        return StoreError::kReadOnly;
+    }
+    if (startsWith("BUSY")) {
+        return StoreError::kBusy;
+    }
+    // Errors raised inside a script arrive wrapped: look for the inner code too.
+    if (text.find("OOM command not allowed") != std::string_view::npos) {
+        return StoreError::kOutOfMemory;
+    }
+    if (text.find("READONLY") != std::string_view::npos) {
+        return StoreError::kReadOnly;
+    }
     return StoreError::kScript;
 }
 
@@ -117,6 +129,8 @@ class RedisConnection {
 public:
     RedisConnection(const RedisConnection&) = delete;
     RedisConnection& operator=(const RedisConnection&) = delete;
+    RedisConnection(RedisConnection&&) = delete;
+    RedisConnection& operator=(RedisConnection&&) = delete;
     ~RedisConnection() {
         if (fd_ >= 0) {
             ::close(fd_);
@@ -144,6 +158,7 @@ public:
             const int one = 1;
             ::setsockopt(c->fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         }
+        // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast): the sockets API's type
         if (::connect(c->fd_, reinterpret_cast<const sockaddr*>(&addr.address), addr.length) != 0) {
             if (errno != EINPROGRESS && errno != EAGAIN) {
                 status = {StoreError::kUnreachable, "connect: " + errorText(errno)};
@@ -281,10 +296,11 @@ private:
     RedisConnection() = default;
 
     static std::string errorText(int err) {
-        char buffer[128] = {};
+        constexpr std::size_t kLength = 128;
+        std::array<char, kLength> buffer{};
         // GNU strerror_r may return a static string instead of filling the buffer.
-        const auto text = ::strerror_r(err, buffer, sizeof buffer);
-        return std::string(text);
+        const char* const text = ::strerror_r(err, buffer.data(), buffer.size());
+        return {text};
     }
 
     /// The parts not yet written, the first one from where the last write stopped.
@@ -321,7 +337,7 @@ private:
 #endif
     }
 
-    bool waitFor(short events, Deadline deadline) const {
+    [[nodiscard]] bool waitFor(short events, Deadline deadline) const {
         for (;;) {
             const auto left = std::chrono::ceil<std::chrono::milliseconds>(
                 deadline - std::chrono::steady_clock::now());
@@ -356,7 +372,7 @@ inline RedisAddress resolveRedisAddress(const std::string& host, int port,
             out.error = "unix socket path too long";
             return out;
         }
-        std::memcpy(un.sun_path, unixSocket.data(), unixSocket.size());
+        std::memcpy(&un.sun_path[0], unixSocket.data(), unixSocket.size());
         std::memcpy(&out.address, &un, sizeof un);
         out.length = sizeof un;
         return out;

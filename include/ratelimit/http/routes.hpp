@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <fstream>
@@ -17,15 +18,11 @@
 
 namespace ratelimit {
 inline namespace v1 {
-namespace http {
+namespace detail {
 
-/// The path of a request target as a rule sees it, so that spellings a server treats alike
-/// cannot slip past a rule: the query and fragment cut off, an absolute-form target reduced to
-/// its path, every `%XX` decoded once (`%2F` included: a router that decodes it must not see a
-/// path the rules did not), empty and `.` segments dropped, `..` applied (never above the
-/// root), no trailing slash. `//login`, `/login/`, `/./login`, `/x/../login` and `/%6cogin` are
-/// all `/login`. Never throws on hostile input (only `std::bad_alloc`).
-[[nodiscard]] inline std::string normalizePath(std::string_view target) {
+/// The path of a request target: the query and fragment cut off, an absolute-form target
+/// reduced to its path.
+[[nodiscard]] inline std::string_view targetPath(std::string_view target) {
     if (const std::size_t cut = target.find_first_of("?#"); cut != std::string_view::npos) {
         target = target.substr(0, cut);
     }
@@ -34,38 +31,52 @@ namespace http {
         const std::size_t path = target.find('/', scheme + 3);
         target = path == std::string_view::npos ? std::string_view{} : target.substr(path);
     }
-    const auto hex = [](char c) -> int {
-        if (c >= '0' && c <= '9') {
-            return c - '0';
-        }
-        if (c >= 'a' && c <= 'f') {
-            return c - 'a' + 10;
-        }
-        if (c >= 'A' && c <= 'F') {
-            return c - 'A' + 10;
-        }
-        return -1;
-    };
+    return target;
+}
+
+[[nodiscard]] inline int hexDigit(char c) noexcept {
+    constexpr int kTen = 10;
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + kTen;
+    }
+    if (c >= 'A' && c <= 'F') {
+        return c - 'A' + kTen;
+    }
+    return -1;
+}
+
+/// Every well-formed `%XX` decoded once; a malformed one kept as it is.
+[[nodiscard]] inline std::string percentDecoded(std::string_view path) {
+    constexpr int kRadix = 16;
     std::string decoded;
-    decoded.reserve(target.size());
-    for (std::size_t i = 0; i < target.size(); ++i) {
-        if (target[i] == '%' && i + 2 < target.size() && hex(target[i + 1]) >= 0 &&
-            hex(target[i + 2]) >= 0) {
-            decoded.push_back(static_cast<char>(hex(target[i + 1]) * 16 + hex(target[i + 2])));
+    decoded.reserve(path.size());
+    for (std::size_t i = 0; i < path.size(); ++i) {
+        if (path[i] == '%' && i + 2 < path.size() && hexDigit(path[i + 1]) >= 0 &&
+            hexDigit(path[i + 2]) >= 0) {
+            decoded.push_back(
+                static_cast<char>(hexDigit(path[i + 1]) * kRadix + hexDigit(path[i + 2])));
             i += 2;
         } else {
-            decoded.push_back(target[i]);
+            decoded.push_back(path[i]);
         }
     }
+    return decoded;
+}
+
+/// The segments of `path` with empty and `.` ones dropped and `..` applied (never above the
+/// root).
+[[nodiscard]] inline std::vector<std::string_view> resolvedSegments(std::string_view path) {
     std::vector<std::string_view> segments;
-    const std::string_view all = decoded;
     std::size_t start = 0;
-    while (start <= all.size()) {
-        std::size_t end = all.find('/', start);
+    while (start <= path.size()) {
+        std::size_t end = path.find('/', start);
         if (end == std::string_view::npos) {
-            end = all.size();
+            end = path.size();
         }
-        const std::string_view segment = all.substr(start, end - start);
+        const std::string_view segment = path.substr(start, end - start);
         if (segment == "..") {
             if (!segments.empty()) {
                 segments.pop_back();
@@ -75,9 +86,24 @@ namespace http {
         }
         start = end + 1;
     }
+    return segments;
+}
+
+}  // namespace detail
+
+namespace http {
+
+/// The path of a request target as a rule sees it, so that spellings a server treats alike
+/// cannot slip past a rule: the query and fragment cut off, an absolute-form target reduced to
+/// its path, every `%XX` decoded once (`%2F` included: a router that decodes it must not see a
+/// path the rules did not), empty and `.` segments dropped, `..` applied (never above the
+/// root), no trailing slash. `//login`, `/login/`, `/./login`, `/x/../login` and `/%6cogin` are
+/// all `/login`. Never throws on hostile input (only `std::bad_alloc`).
+[[nodiscard]] inline std::string normalizePath(std::string_view target) {
+    const std::string decoded = detail::percentDecoded(detail::targetPath(target));
     std::string out;
     out.reserve(decoded.size() + 1);
-    for (const std::string_view s : segments) {
+    for (const std::string_view s : detail::resolvedSegments(decoded)) {
         out.push_back('/');
         out.append(s);
     }
@@ -125,26 +151,17 @@ public:
             detail::throwInvalidArgument(std::string(where).append(": ").append(what));
         };
         const auto token = [](std::string_view s, std::size_t max) {
-            if (s.empty() || s.size() > max) {
-                return false;
-            }
-            for (const char c : s) {
-                if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                      c == '_' || c == '-' || c == '.')) {
-                    return false;
-                }
-            }
-            return true;
+            return !s.empty() && s.size() <= max && std::all_of(s.begin(), s.end(), isTokenChar);
         };
-        if (!token(rule.name, 64)) {
+        if (!token(rule.name, kMaxName)) {
             fail("RouteRule.name must be 1..64 of A-Z a-z 0-9 _ - . (got '" + rule.name + "')");
         }
-        if (!rule.tier.empty() && !token(rule.tier, 64)) {
+        if (!rule.tier.empty() && !token(rule.tier, kMaxName)) {
             fail("RouteRule.tier must be empty or 1..64 of A-Z a-z 0-9 _ - . (got '" + rule.tier +
                  "')");
         }
         rule.method = upper(rule.method);
-        if (rule.method != "*" && !token(rule.method, 32)) {
+        if (rule.method != "*" && !token(rule.method, kMaxMethod)) {
             fail("RouteRule.method must be * or a method name (got '" + rule.method + "')");
         }
         if (rule.pathPrefix.empty() || rule.pathPrefix.front() != '/') {
@@ -158,13 +175,10 @@ public:
             fail("RouteRule.cost must be in 0.." + std::to_string(capacity) + " (got " +
                  std::to_string(rule.cost) + ")");
         }
-        for (const RouteRule& other : rules_) {
-            if (other.name == rule.name && other.tier == rule.tier &&
-                (other.limit != rule.limit || other.algorithm != rule.algorithm)) {
-                fail("rules named '" + rule.name + "'" +
-                     (rule.tier.empty() ? std::string() : " (tier " + rule.tier + ")") +
-                     " share one limiter, so they must have the same limit and algorithm");
-            }
+        if (conflictsWithOthers(rule)) {
+            fail("rules named '" + rule.name + "'" +
+                 (rule.tier.empty() ? std::string() : " (tier " + rule.tier + ")") +
+                 " share one limiter, so they must have the same limit and algorithm");
         }
         rules_.push_back(std::move(rule));
     }
@@ -179,7 +193,7 @@ public:
     /// `match` for a path already passed through `normalizePath`.
     [[nodiscard]] const RouteRule* matchNormalized(std::string_view method, std::string_view path,
                                                    std::string_view tier = {}) const {
-        const std::string m = upper(method.substr(0, 32));
+        const std::string m = upper(method.substr(0, kMaxMethod));
         const RouteRule* best = nullptr;
         int bestScore = -1;
         for (const RouteRule& r : rules_) {
@@ -227,71 +241,11 @@ public:
             if (const std::size_t hash = line.find('#'); hash != std::string_view::npos) {
                 line = line.substr(0, hash);
             }
-            std::vector<std::string_view> words;
-            std::size_t i = 0;
-            while (i < line.size()) {
-                while (i < line.size() && isSpace(line[i])) {
-                    ++i;
-                }
-                const std::size_t startWord = i;
-                while (i < line.size() && !isSpace(line[i])) {
-                    ++i;
-                }
-                if (i > startWord) {
-                    words.push_back(line.substr(startWord, i - startWord));
-                }
+            const std::vector<std::string_view> words = splitWords(line);
+            if (!words.empty()) {
+                const std::string where = std::string(source) + ":" + std::to_string(lineNumber);
+                table.add(parseRule(words, where), where);
             }
-            if (words.empty()) {
-                continue;
-            }
-            const std::string where = std::string(source) + ":" + std::to_string(lineNumber);
-            const auto fail = [&where](const std::string& what) {
-                detail::throwInvalidArgument(where + ": " + what);
-            };
-            if (words.size() < 3) {
-                fail("expected '<METHOD|*> <path-prefix> <limit> [option=value ...]'");
-            }
-            RouteRule rule;
-            rule.method = std::string(words[0]);
-            rule.pathPrefix = std::string(words[1]);
-            std::string limitText(words[2]);
-            std::optional<std::string> name;
-            for (std::size_t w = 3; w < words.size(); ++w) {
-                const std::string_view option = words[w];
-                const std::size_t eq = option.find('=');
-                if (eq == std::string_view::npos || eq == 0 || eq + 1 == option.size()) {
-                    fail("expected option=value, got '" + std::string(option) + "'");
-                }
-                const std::string_view key = option.substr(0, eq);
-                const std::string_view value = option.substr(eq + 1);
-                if (key == "name") {
-                    name = std::string(value);
-                } else if (key == "tier") {
-                    rule.tier = std::string(value);
-                } else if (key == "algorithm") {
-                    const std::optional<Algorithm> a = parseAlgorithm(value);
-                    if (!a) {
-                        fail("unknown algorithm '" + std::string(value) +
-                             "' (fixed_window, sliding_log, sliding_counter, token_bucket, "
-                             "leaky_bucket, gcra)");
-                    }
-                    rule.algorithm = *a;
-                } else if (key == "burst") {
-                    limitText.append(" burst ").append(value);
-                } else if (key == "cost") {
-                    rule.cost = number(value, where + ": cost");
-                } else {
-                    fail("unknown option '" + std::string(key) +
-                         "' (name, algorithm, burst, tier, cost)");
-                }
-            }
-            try {
-                rule.limit = Limit::parse(limitText);
-            } catch (const std::invalid_argument& e) {
-                fail(e.what());
-            }
-            rule.name = name ? *name : defaultName(rule.pathPrefix);
-            table.add(std::move(rule), where);
         }
         return table;
     }
@@ -308,7 +262,106 @@ public:
     }
 
 private:
+    static constexpr std::size_t kMaxName = 64;
+    static constexpr std::size_t kMaxMethod = 32;
+    static constexpr std::size_t kMaxDigits = 15;
+
     static bool isSpace(char c) noexcept { return c == ' ' || c == '\t' || c == '\r'; }
+
+    static bool isTokenChar(char c) noexcept {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '_' || c == '-' || c == '.';
+    }
+
+    /// Whether another rule of the same name and tier (one limiter) has another limit.
+    [[nodiscard]] bool conflictsWithOthers(const RouteRule& rule) const {
+        return std::any_of(rules_.begin(), rules_.end(), [&rule](const RouteRule& other) {
+            return other.name == rule.name && other.tier == rule.tier &&
+                   (other.limit != rule.limit || other.algorithm != rule.algorithm);
+        });
+    }
+
+    static std::vector<std::string_view> splitWords(std::string_view line) {
+        std::vector<std::string_view> words;
+        std::size_t i = 0;
+        while (i < line.size()) {
+            while (i < line.size() && isSpace(line[i])) {
+                ++i;
+            }
+            const std::size_t startWord = i;
+            while (i < line.size() && !isSpace(line[i])) {
+                ++i;
+            }
+            if (i > startWord) {
+                words.push_back(line.substr(startWord, i - startWord));
+            }
+        }
+        return words;
+    }
+
+    /// One line of the rule file, split into words. Throws: `std::invalid_argument` with
+    /// `where` and what is wrong.
+    static RouteRule parseRule(const std::vector<std::string_view>& words,
+                               const std::string& where) {
+        const auto fail = [&where](const std::string& what) {
+            detail::throwInvalidArgument(where + ": " + what);
+        };
+        if (words.size() < 3) {
+            fail("expected '<METHOD|*> <path-prefix> <limit> [option=value ...]'");
+        }
+        RouteRule rule;
+        rule.method = std::string(words[0]);
+        rule.pathPrefix = std::string(words[1]);
+        std::string limitText(words[2]);
+        std::optional<std::string> name;
+        for (std::size_t w = 3; w < words.size(); ++w) {
+            applyOption(words[w], rule, name, limitText, where);
+        }
+        try {
+            rule.limit = Limit::parse(limitText);
+        } catch (const std::invalid_argument& e) {
+            fail(e.what());
+        }
+        rule.name = name ? *name : defaultName(rule.pathPrefix);
+        return rule;
+    }
+
+    /// One `key=value` option of a rule line.
+    static void applyOption(std::string_view option, RouteRule& rule,
+                            std::optional<std::string>& name, std::string& limitText,
+                            const std::string& where) {
+        const auto fail = [&where](const std::string& what) {
+            detail::throwInvalidArgument(where + ": " + what);
+        };
+        const std::size_t eq = option.find('=');
+        if (eq == std::string_view::npos || eq == 0 || eq + 1 == option.size()) {
+            fail(std::string("expected option=value, got '").append(option).append("'"));
+        }
+        const std::string_view key = option.substr(0, eq);
+        const std::string_view value = option.substr(eq + 1);
+        if (key == "name") {
+            name = std::string(value);
+        } else if (key == "tier") {
+            rule.tier = std::string(value);
+        } else if (key == "algorithm") {
+            const std::optional<Algorithm> a = parseAlgorithm(value);
+            if (!a) {
+                fail(std::string("unknown algorithm '")
+                         .append(value)
+                         .append("' (fixed_window, sliding_log, sliding_counter, token_bucket, "
+                                 "leaky_bucket, gcra)"));
+            }
+            rule.algorithm = *a;
+        } else if (key == "burst") {
+            limitText.append(" burst ").append(value);
+        } else if (key == "cost") {
+            rule.cost = number(value, where + ": cost");
+        } else {
+            fail(std::string("unknown option '")
+                     .append(key)
+                     .append("' (name, algorithm, burst, tier, cost)"));
+        }
+    }
 
     static std::string upper(std::string_view s) {
         std::string out(s);
@@ -330,7 +383,7 @@ private:
 
     static std::int64_t number(std::string_view s, const std::string& what) {
         std::int64_t v = 0;
-        if (s.empty() || s.size() > 15) {
+        if (s.empty() || s.size() > kMaxDigits) {
             detail::throwInvalidArgument(what + " must be a whole number (got '" + std::string(s) +
                                          "')");
         }
@@ -349,12 +402,10 @@ private:
         const std::size_t end = path.find('/', 1);
         std::string first = path.substr(1, end == std::string::npos ? std::string::npos : end - 1);
         for (char& c : first) {
-            const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                            (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
-            c = ok ? c : '_';
+            c = isTokenChar(c) ? c : '_';
         }
-        if (first.size() > 64) {
-            first.resize(64);
+        if (first.size() > kMaxName) {
+            first.resize(kMaxName);
         }
         return first.empty() ? std::string("root") : first;
     }
