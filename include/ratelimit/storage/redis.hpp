@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <charconv>
 #include <chrono>
@@ -70,6 +71,8 @@ struct RedisShared;
 class RedisStorage {
 public:
     /// Options. Fields only ever get added at the end.
+    // NOLINTBEGIN(cppcoreguidelines-avoid-magic-numbers,readability-magic-numbers): defaults,
+    // each documented where it is set.
     struct Options {
         std::string host = "127.0.0.1";  ///< TCP host name or address
         int port = 6379;                 ///< TCP port, 1 … 65535
@@ -107,6 +110,7 @@ public:
         /// With pipelining: the most requests one write carries, 1 … 65536. Default 64.
         std::size_t maxPipeline = 64;
     };
+    // NOLINTEND(cppcoreguidelines-avoid-magic-numbers,readability-magic-numbers)
 
     using DefaultClock = RedisServerClock;
     static constexpr bool kSharedAcrossHosts = true;
@@ -374,9 +378,10 @@ struct RedisShared {
 };
 
 inline std::string decimal(std::int64_t v) {
-    char buffer[24];
-    const auto end = std::to_chars(buffer, buffer + sizeof buffer, v).ptr;
-    return std::string(buffer, end);
+    constexpr std::size_t kDigits = 24;  // a sign and 19 digits fit
+    std::array<char, kDigits> buffer{};
+    const char* const end = std::to_chars(buffer.data(), buffer.data() + buffer.size(), v).ptr;
+    return {buffer.data(), static_cast<std::size_t>(end - buffer.data())};
 }
 
 /// Redis bounds: every operand of the Lua arithmetic below 2^53.
@@ -435,15 +440,15 @@ public:
 
     /// One check at the time `now` gives (µs ticks of the limiter's clock), read just before
     /// the request is sent.
-    Decision step(std::string_view key, detail::TickSource now, std::int64_t cost,
-                  bool consume) const {
+    [[nodiscard]] Decision step(std::string_view key, detail::TickSource now, std::int64_t cost,
+                                bool consume) const {
         const Tick tick = now();
         return call(key, detail::decimal(tick), 0, cost, consume, tick);
     }
 
     /// One check at the server's `TIME`, minus the key's window phase (µs).
-    Decision stepAtStoreTime(std::string_view key, Tick phase, std::int64_t cost,
-                             bool consume) const {
+    [[nodiscard]] Decision stepAtStoreTime(std::string_view key, Tick phase, std::int64_t cost,
+                                           bool consume) const {
         const Tick local = std::chrono::duration_cast<std::chrono::microseconds>(
                                std::chrono::system_clock::now().time_since_epoch())
                                .count();
@@ -486,8 +491,8 @@ private:
         MemoryStorage::Table<M> table;
     };
 
-    Decision call(std::string_view key, const std::string& now, Tick phase, std::int64_t cost,
-                  bool consume, Tick fallbackNow) const {
+    [[nodiscard]] Decision call(std::string_view key, const std::string& now, Tick phase,
+                                std::int64_t cost, bool consume, Tick fallbackNow) const {
         const auto start = std::chrono::steady_clock::now();
         const auto admission = shared_->breaker.admit(start);
         if (!admission.proceed) {
@@ -536,12 +541,16 @@ private:
                           std::int64_t cost, bool consume, detail::Deadline deadline,
                           detail::IoStatus& status) const {
         std::string request;
-        request.reserve(redisKeyName.size() + scriptOrSha.size() + 160);
+        constexpr std::size_t kOverhead = 160;  // the other arguments and the RESP framing
+        request.reserve(redisKeyName.size() + scriptOrSha.size() + kOverhead);
+        // NOLINTBEGIN(cppcoreguidelines-avoid-magic-numbers,readability-magic-numbers): the
+        // quota's ARGV[5..13] in detail::kLuaMain's order.
         detail::appendCommand(
             request,
             {verb, scriptOrSha, "1", redisKeyName, now, detail::decimal(cost), consume ? "1" : "0",
              detail::decimal(phase), params_[0], params_[1], params_[2], params_[3], params_[4],
              params_[5], params_[6], params_[7], params_[8]});
+        // NOLINTEND(cppcoreguidelines-avoid-magic-numbers,readability-magic-numbers)
         shared_->requests.fetch_add(1, std::memory_order_relaxed);
         return shared_->exchange(request, deadline, status);
     }
@@ -557,12 +566,13 @@ private:
             status = {detail::classifyErrorReply(text), std::string(text)};
             return std::nullopt;
         }
-        if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 5) {
+        constexpr std::size_t kFields = 5;  // allowed, limit, remaining, retry, reset
+        if (reply.type != REDIS_REPLY_ARRAY || reply.elements != kFields) {
             status = {StoreError::kProtocol, "unexpected script reply"};
             return std::nullopt;
         }
-        std::int64_t v[5] = {};
-        for (std::size_t i = 0; i < 5; ++i) {
+        std::array<std::int64_t, kFields> v{};
+        for (std::size_t i = 0; i < kFields; ++i) {
             if (reply.element[i]->type != REDIS_REPLY_INTEGER) {
                 status = {StoreError::kProtocol, "unexpected script reply element"};
                 return std::nullopt;
@@ -574,8 +584,9 @@ private:
     }
 
     /// The declared failure policy's answer; every one is marked degraded.
-    Decision degrade(const detail::IoStatus& status, std::string_view key, std::int64_t cost,
-                     bool consume, Tick now, std::chrono::nanoseconds untilProbe) const {
+    [[nodiscard]] Decision degrade(const detail::IoStatus& status, std::string_view key,
+                                   std::int64_t cost, bool consume, Tick now,
+                                   std::chrono::nanoseconds untilProbe) const {
         shared_->failures.fetch_add(1, std::memory_order_relaxed);
         const std::int64_t limit = M::kBucket ? quota_.burst : quota_.count;
         const auto fixed = [now] { return now; };
@@ -617,7 +628,8 @@ inline RedisStorage::RedisStorage(Options options) {
     const auto bad = [](const std::string& what) {
         detail::throwInvalidArgument("RedisStorage::Options." + what);
     };
-    if (options.unixSocket.empty() && (options.port < 1 || options.port > 65535)) {
+    constexpr int kMaxPort = 65535;
+    if (options.unixSocket.empty() && (options.port < 1 || options.port > kMaxPort)) {
         bad("port must be in 1..65535 (got " + std::to_string(options.port) + ")");
     }
     if (options.unixSocket.empty() && options.host.empty()) {
