@@ -99,7 +99,7 @@ public:
     }
     /// ceil(n / d). Precondition: 0 <= n, n + d - 1 < 2^63.
     [[nodiscard]] constexpr std::int64_t ceil(std::int64_t n) const noexcept {
-        return floor(n + divisor_ - 1);
+        return floor(n + (divisor_ - 1));
     }
     [[nodiscard]] constexpr std::int64_t divisor() const noexcept { return divisor_; }
 
