@@ -12,7 +12,7 @@
 
 #include "support/catch.hpp"
 #include "support/http_example.hpp"
-#include "support/redis_server.hpp"
+#include "support/redis_test_server.hpp"
 
 namespace {
 
@@ -31,16 +31,9 @@ std::string writeSharedRules() {
 
 TEST_CASE("HTTP server example: two servers with --redis share one limit",
           "[http][example][server][redis]") {
-    std::unique_ptr<rt::RedisServer> redis;
-    try {
-        redis = std::make_unique<rt::RedisServer>(rt::RedisServer::Options{.tcp = true});
-    } catch (const rt::RedisUnavailable& e) {
-#ifdef SKIP
-        SKIP(e.what());
-#else
-        WARN(std::string("skipped: ") + e.what());
+    const auto redis = rt::startServer({.tcp = true});
+    if (!redis) {
         return;
-#endif
     }
     const std::string rules = writeSharedRules();
     const std::string address = "127.0.0.1:" + std::to_string(redis->port());

@@ -49,6 +49,7 @@
 
 #include "support/catch.hpp"
 #include "support/redis_server.hpp"
+#include "support/redis_test_server.hpp"
 
 namespace {
 
@@ -71,20 +72,7 @@ using Window = ratelimit::FixedWindow<RedisStorage>;
 
 // ---- helpers ---------------------------------------------------------------------------------
 
-std::unique_ptr<rt::RedisServer> startServer(rt::RedisServer::Options options = {}) {
-    try {
-        return std::make_unique<rt::RedisServer>(std::move(options));
-    } catch (const rt::RedisUnavailable& e) {
-#ifdef SKIP
-        SKIP(e.what());
-#else
-        // Catch2 v2 has no SKIP: warn, and count an assertion so --warn NoAssertions passes.
-        WARN(std::string("skipped: ") + e.what());
-        SUCCEED("skipped");
-#endif
-        return nullptr;
-    }
-}
+using ratelimit_test::startServer;
 
 rt::RedisContextPtr connectTo(const rt::RedisServer& server) {
     rt::RedisContextPtr c{server.connect()};

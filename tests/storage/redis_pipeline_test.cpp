@@ -30,6 +30,7 @@
 
 #include "support/catch.hpp"
 #include "support/redis_server.hpp"
+#include "support/redis_test_server.hpp"
 
 namespace {
 
@@ -49,19 +50,7 @@ using SteadyTime = std::chrono::steady_clock;
 using Bucket = ratelimit::TokenBucket<RedisStorage>;
 using Window = ratelimit::FixedWindow<RedisStorage>;
 
-std::unique_ptr<rt::RedisServer> startServer() {
-    try {
-        return std::make_unique<rt::RedisServer>();
-    } catch (const rt::RedisUnavailable& e) {
-#ifdef SKIP
-        SKIP(e.what());
-#else
-        WARN(std::string("skipped: ") + e.what());
-        SUCCEED("skipped");
-#endif
-        return nullptr;
-    }
-}
+using ratelimit_test::startServer;
 
 LimiterOptions limiterOptions(std::string name, FailurePolicy policy) {
     LimiterOptions o;

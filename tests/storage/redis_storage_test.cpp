@@ -69,6 +69,7 @@
 #include "support/catch.hpp"
 #include "support/random_traffic.hpp"
 #include "support/redis_server.hpp"
+#include "support/redis_test_server.hpp"
 
 using namespace std::chrono_literals;
 
@@ -108,20 +109,7 @@ std::uint64_t seed() {
 
 // ---- servers and connections ----------------------------------------------------------------
 
-std::unique_ptr<rt::RedisServer> startServer(rt::RedisServer::Options options = {}) {
-    try {
-        return std::make_unique<rt::RedisServer>(std::move(options));
-    } catch (const rt::RedisUnavailable& e) {
-#ifdef SKIP
-        SKIP(e.what());
-#else
-        // Catch2 v2 has no SKIP: warn, and count an assertion so --warn NoAssertions passes.
-        WARN(std::string("skipped: ") + e.what());
-        SUCCEED("skipped");
-#endif
-        return nullptr;
-    }
-}
+using ratelimit_test::startServer;
 
 rt::RedisContextPtr connectTo(const rt::RedisServer& server) {
     rt::RedisContextPtr c{server.connect()};
