@@ -29,7 +29,6 @@
 #include <mutex>
 #include <optional>
 #include <pthread.h>
-#include <signal.h>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -175,6 +174,8 @@ Thrown thrownBy(L& limiter, std::string_view key, std::int64_t cost = 1) {
 }
 
 /// Checks that a kThrow call raised `code`, with the exception's message on failure.
+/// A macro so that a failure reports the caller's line, as Catch2's own CHECK does.
+// NOLINTNEXTLINE(cppcoreguidelines-macro-usage)
 #define CHECK_THROWN(limiterCall, expectedCode) \
     do {                                        \
         const Thrown thrown_ = (limiterCall);   \
@@ -187,7 +188,7 @@ std::string info(redisContext* c, const char* section) {
     const rt::RedisReplyPtr r = rt::command(c, {"INFO", section});
     REQUIRE(r != nullptr);
     REQUIRE(r->type == REDIS_REPLY_STRING);
-    return std::string(r->str, r->len);
+    return {r->str, r->len};
 }
 
 /// The integer after `field` (e.g. "total_connections_received:") at a line start; 0 when absent.
@@ -219,6 +220,8 @@ public:
     }
     TempDir(const TempDir&) = delete;
     TempDir& operator=(const TempDir&) = delete;
+    TempDir(TempDir&&) = delete;
+    TempDir& operator=(TempDir&&) = delete;
     ~TempDir() {
         std::error_code ec;
         std::filesystem::remove_all(path_, ec);
@@ -231,12 +234,12 @@ private:
 
 /// A unix socket file nobody listens on (bound, never listened): connect is refused at once.
 std::string deadSocket(const TempDir& dir) {
-    const std::string path = dir.path() + "/dead.sock";
+    std::string path = dir.path() + "/dead.sock";
     const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     REQUIRE(fd >= 0);
     sockaddr_un un{};
     un.sun_family = AF_UNIX;
-    std::memcpy(un.sun_path, path.c_str(), path.size() + 1);
+    std::memcpy(std::data(un.sun_path), path.c_str(), path.size() + 1);
     // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast): the sockets API
     const int rc = ::bind(fd, reinterpret_cast<const sockaddr*>(&un), sizeof un);
     ::close(fd);
@@ -270,6 +273,8 @@ public:
     }
     SigpipeKills(const SigpipeKills&) = delete;
     SigpipeKills& operator=(const SigpipeKills&) = delete;
+    SigpipeKills(SigpipeKills&&) = delete;
+    SigpipeKills& operator=(SigpipeKills&&) = delete;
     ~SigpipeKills() {
         ::pthread_sigmask(SIG_SETMASK, &oldMask_, nullptr);
         ::sigaction(SIGPIPE, &old_, nullptr);
@@ -330,7 +335,7 @@ TEST_CASE("Redis faults: a server killed under 8 threads writing 64 KiB keys", "
         limiters.emplace_back(Limit::perMinute(std::int64_t{i + 1} * 1'000'000), storage,
                               RedisServerClock{},
                               limiterOptions("kill" + std::to_string(i), policy));
-        std::string key(64 * 1024, static_cast<char>('a' + i));
+        std::string key(std::size_t{64} * 1024, static_cast<char>('a' + i));
         key[0] = '\0';  // binary too
         keys.push_back(std::move(key));
     }
@@ -339,6 +344,7 @@ TEST_CASE("Redis faults: a server killed under 8 threads writing 64 KiB keys", "
     std::atomic<bool> stop{false};
     std::array<Writer, kThreads> writers;
     std::vector<std::thread> threads;
+    threads.reserve(kThreads);
     for (int i = 0; i < kThreads; ++i) {
         threads.emplace_back([&, i] {
             Writer& w = writers[static_cast<std::size_t>(i)];
@@ -483,6 +489,7 @@ TEST_CASE("Redis faults: after a server restart, idle pooled connections cost no
     std::atomic<bool> go{false};
     std::atomic<int> degraded{0};
     std::vector<std::thread> threads;
+    threads.reserve(8);
     for (int i = 0; i < 8; ++i) {
         threads.emplace_back([&, i] {
             Window mine = limiter;
@@ -642,7 +649,7 @@ TEST_CASE("Redis faults: a paused server: calls keep their deadline, late replie
     // Each request sent while paused ran at most once (the unknown outcome may have run once),
     // and nothing reset those keys: remaining 10 (never ran) or 7 (ran once), never 4.
     std::size_t ran = 0;
-    pausedKeys.push_back("p-throw");
+    pausedKeys.emplace_back("p-throw");
     for (const std::string& key : pausedKeys) {
         const Decision d = paused.peek(key, 0);
         INFO(key << " " << show(d));
@@ -945,7 +952,7 @@ TEST_CASE("Redis faults: at maxmemory refusals still answer from Redis, admissio
         return r != nullptr && r->type == REDIS_REPLY_ERROR &&
                std::string_view(r->str, r->len).substr(0, 3) == "OOM";
     };
-    const std::string value(64 * 1024, 'x');
+    const std::string value(std::size_t{64} * 1024, 'x');
     int fillers = 0;
     bool oom = false;
     for (; fillers < 1000 && !oom; ++fillers) {
@@ -956,9 +963,9 @@ TEST_CASE("Redis faults: at maxmemory refusals still answer from Redis, admissio
     }
     REQUIRE(oom);
     const std::int64_t used = infoNumber(info(raw.get(), "memory"), "used_memory:");
-    REQUIRE(used > 2 * 1024 * 1024);
+    REQUIRE(used > std::int64_t{2} * 1024 * 1024);
     REQUIRE(rt::command(raw.get(), {"CONFIG", "SET", "maxmemory",
-                                    std::to_string(used - 512 * 1024)}) != nullptr);
+                                    std::to_string(used - std::int64_t{512} * 1024)}) != nullptr);
     REQUIRE(isOom(rt::command(raw.get(), {"SET", "tiny", "1"})));
     const RedisStats filled = storage.stats();
 

@@ -43,7 +43,6 @@ using ratelimit::LimiterOptions;
 using ratelimit::RedisServerClock;
 using ratelimit::RedisStats;
 using ratelimit::RedisStorage;
-using ratelimit::StoreError;
 using ratelimit::StoreException;
 using SteadyTime = std::chrono::steady_clock;
 
@@ -131,6 +130,7 @@ TEST_CASE("Redis pipeline: 8 threads x 300 calls on one key admit exactly the li
     std::atomic<int> degraded{0};
     Mismatches errors;
     std::vector<std::thread> threads;
+    threads.reserve(kThreads);
     for (int t = 0; t < kThreads; ++t) {
         threads.emplace_back([&] {
             Window mine = limiter;
@@ -179,6 +179,7 @@ TEST_CASE("Redis pipeline: every caller gets its own reply (own limit, own remai
     StartLine start;
     Mismatches errors;
     std::vector<std::thread> threads;
+    threads.reserve(kThreads);
     for (int t = 0; t < kThreads; ++t) {
         threads.emplace_back([&, t] {
             // Limits 97, 104, ... per hour: a token comes back every 37 s or more, far longer
@@ -243,6 +244,7 @@ TEST_CASE("Redis pipeline: a server paused under 8 threads: deadlines kept, no s
     std::atomic<bool> resumed{false};
     Mismatches errors;
     std::vector<std::thread> threads;
+    threads.reserve(kThreads);
     for (int t = 0; t < kThreads; ++t) {
         threads.emplace_back([&, t] {
             // Never refuses, refills 10 an hour; the limit (the burst) names the caller.

@@ -26,10 +26,12 @@
 //     test) or uses server time (real time on both sides); no test waits for an expiry.
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -47,7 +49,6 @@
 #include <poll.h>
 #include <random>
 #include <set>
-#include <signal.h>
 #include <spawn.h>
 #include <sstream>
 #include <stdexcept>
@@ -101,6 +102,8 @@ using rt::Rng;
 using rt::uniform;
 
 std::uint64_t seed() {
+    // Read while the test case is single-threaded; nothing in the tests calls setenv.
+    // NOLINTNEXTLINE(concurrency-mt-unsafe)
     if (const char* s = std::getenv("RATELIMIT_TEST_SEED"); s != nullptr) {
         return std::strtoull(s, nullptr, 10);
     }
@@ -168,7 +171,7 @@ std::string stringReply(const rt::RedisReplyPtr& r) {
         FAIL("Redis error: " << std::string(r->str, r->len));
     }
     REQUIRE((r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS));
-    return std::string(r->str, r->len);
+    return {r->str, r->len};
 }
 
 void ok(const rt::RedisReplyPtr& r) {
@@ -371,14 +374,8 @@ struct Case {
     std::int64_t burst;
 };
 
-/// One differential run: a memory and a Redis limiter over one ManualClock, fed the same
-/// random sequence. See the file comment for how simulated time and Redis TTLs are kept apart.
-template <class Model>
-class Differential {
-public:
-    Differential(const rt::RedisServer& server, Rng& rng)
-        : storage_(storageOptions(server, kPrefix)), raw_(connectTo(server)), rng_(rng) {}
-
+/// What a differential run did, for the test's plausibility checks.
+struct DiffCounts {
     std::int64_t steps = 0;
     std::int64_t admitted = 0;
     std::int64_t refused = 0;
@@ -389,6 +386,17 @@ public:
     std::int64_t resets = 0;
     std::int64_t stalls = 0;
     std::int64_t scenarios = 0;
+};
+
+/// One differential run: a memory and a Redis limiter over one ManualClock, fed the same
+/// random sequence. See the file comment for how simulated time and Redis TTLs are kept apart.
+template <class Model>
+class Differential {
+public:
+    Differential(const rt::RedisServer& server, Rng& rng)
+        : storage_(storageOptions(server, kPrefix)), raw_(connectTo(server)), rng_(rng) {}
+
+    [[nodiscard]] const DiffCounts& counts() const noexcept { return counts_; }
 
     /// Runs up to `stepCount` steps of one limit; false when a store does not accept the limit.
     bool run(const Case& cs, int index, int stepCount, bool spread) {
@@ -408,7 +416,7 @@ public:
         } catch (const std::invalid_argument&) {
             return false;  // beyond one store's exact range: not a case for this test
         }
-        ++scenarios;
+        ++counts_.scenarios;
         const std::int64_t lim = capacityOf<Model>(limit);
         const std::int64_t period = cs.periodUs;
         const std::int64_t interval = std::max<std::int64_t>(1, period / cs.count);
@@ -438,7 +446,7 @@ public:
                 move = uniform(rng_, 0, 3 * period);
             } else {
                 move = -uniform(rng_, 1, 2 * period);
-                ++stepsBack;
+                ++counts_.stepsBack;
             }
             t += move;
             clock.set(std::chrono::microseconds{t});
@@ -466,12 +474,12 @@ public:
                     FAIL(context.str() << ": reset(key) left the Redis key in place");
                 }
                 hasKey = false;
-                ++expiries;
+                ++counts_.expiries;
             } else if (uniform(rng_, 0, 199) == 0) {
                 redis->reset(key);
                 memory->reset(key);
                 hasKey = false;
-                ++resets;
+                ++counts_.resets;
             }
 
             const Decision m = consume ? memory->tryAcquire(key, cost) : memory->peek(key, cost);
@@ -508,7 +516,7 @@ public:
                 hasKey = true;
                 lastWrite = t;
                 expiry = t + d.resetAfter.count() / 1000;
-                ++writes;
+                ++counts_.writes;
             } else if (pttl == -1) {
                 if (!hasKey || mustWrite) {
                     FAIL(context.str() << ": PTTL -1: "
@@ -524,21 +532,22 @@ public:
                          << ": the key vanished " << elapsedMs << "ms after the step ("
                          << (hasKey ? "it existed" : "the step admitted") << ")");
                 }
-                ++stalls;
+                ++counts_.stalls;
                 hasKey = false;
                 key = "user:" + std::to_string(index) + ":" + std::to_string(++generation);
                 redisKey = redisKeyOf(kPrefix, options.name, Model::kName, key);
             }
             lastRemaining = d.remaining;
-            (d.allowed ? admitted : refused) += 1;
-            peeks += consume ? 0 : 1;
-            ++steps;
+            (d.allowed ? counts_.admitted : counts_.refused) += 1;
+            counts_.peeks += consume ? 0 : 1;
+            ++counts_.steps;
         }
         redis->reset(key);
         return true;
     }
 
 private:
+    DiffCounts counts_;
     static constexpr const char* kPrefix = "rl-diff";
     /// Reads the TTL the step set and keeps the key from expiring in real time, atomically.
     static constexpr const char* kProbe =
@@ -592,7 +601,7 @@ TEMPLATE_TEST_CASE("Redis storage: random sequences decide as the memory storage
     Differential<TestType> diff(*server, rng);
     const std::vector<Case> named = namedCases();
     int index = 0;
-    while (diff.steps < 10'000) {
+    while (diff.counts().steps < 10'000) {
         const Case c = static_cast<std::size_t>(index) < named.size()
                            ? named[static_cast<std::size_t>(index)]
                            : randomCase(rng);
@@ -603,21 +612,22 @@ TEMPLATE_TEST_CASE("Redis storage: random sequences decide as the memory storage
         }
         ++index;
     }
-    INFO("steps " << diff.steps << ", scenarios " << diff.scenarios << ", admitted "
-                  << diff.admitted << ", refused " << diff.refused << ", peeks " << diff.peeks
-                  << ", writes " << diff.writes << ", simulated expiries " << diff.expiries
-                  << ", resets " << diff.resets << ", steps back " << diff.stepsBack << ", stalls "
-                  << diff.stalls);
-    CHECK(diff.steps >= 10'000);
-    CHECK(diff.admitted > diff.steps / 10);
-    CHECK(diff.refused > diff.steps / 10);
-    CHECK(diff.peeks > diff.steps / 20);
-    CHECK(diff.writes > diff.steps / 10);
-    CHECK(diff.expiries > 10);
-    CHECK(diff.stepsBack > diff.steps / 20);
+    INFO("steps " << diff.counts().steps << ", scenarios " << diff.counts().scenarios
+                  << ", admitted " << diff.counts().admitted << ", refused "
+                  << diff.counts().refused << ", peeks " << diff.counts().peeks << ", writes "
+                  << diff.counts().writes << ", simulated expiries " << diff.counts().expiries
+                  << ", resets " << diff.counts().resets << ", steps back "
+                  << diff.counts().stepsBack << ", stalls " << diff.counts().stalls);
+    CHECK(diff.counts().steps >= 10'000);
+    CHECK(diff.counts().admitted > diff.counts().steps / 10);
+    CHECK(diff.counts().refused > diff.counts().steps / 10);
+    CHECK(diff.counts().peeks > diff.counts().steps / 20);
+    CHECK(diff.counts().writes > diff.counts().steps / 10);
+    CHECK(diff.counts().expiries > 10);
+    CHECK(diff.counts().stepsBack > diff.counts().steps / 20);
     // Stalls (a TTL of a few ms outlived by a descheduled test) need a loaded machine; they cost
     // coverage, not correctness, but must stay the exception.
-    CHECK(diff.stalls <= diff.steps / 20);
+    CHECK(diff.counts().stalls <= diff.counts().steps / 20);
 }
 
 TEMPLATE_TEST_CASE("Redis storage: spread window resets shift a key's windows as in memory",
@@ -640,7 +650,7 @@ TEMPLATE_TEST_CASE("Redis storage: spread window resets shift a key's windows as
         const Decision m = memory.tryAcquire(key);
         const Decision r = redis.tryAcquire(key);
         INFO("key '" << key << "'");
-        CHECK(parity(m, r) == "");
+        CHECK(parity(m, r).empty());
     }
 
     // And a differential run with the spread on.
@@ -652,7 +662,7 @@ TEMPLATE_TEST_CASE("Redis storage: spread window resets shift a key's windows as
             diff.run(named[static_cast<std::size_t>(index)], 100 + index, 250, true);
         REQUIRE(accepted);
     }
-    CHECK(diff.steps == 2000);
+    CHECK(diff.counts().steps == 2000);
 }
 
 // =============================================================================================
@@ -696,6 +706,8 @@ public:
     }
     Contenders(const Contenders&) = delete;
     Contenders& operator=(const Contenders&) = delete;
+    Contenders(Contenders&&) = delete;
+    Contenders& operator=(Contenders&&) = delete;
     ~Contenders() { join(); }
 
     void join() {
@@ -768,13 +780,14 @@ class WorkerProcess {
 public:
     WorkerProcess(const std::vector<std::string>& arguments, const std::string& outputPath)
         : out_(outputPath + ".out"), err_(outputPath + ".err") {
-        int fds[2] = {-1, -1};
-        if (::pipe2(fds, O_CLOEXEC) != 0) {
+        std::array<int, 2> fds{-1, -1};
+        if (::pipe2(fds.data(), O_CLOEXEC) != 0) {
             throw std::system_error(errno, std::generic_category(), "pipe2");
         }
         start_ = fds[1];
         std::vector<std::string> args = arguments;
         std::vector<char*> argv;
+        argv.reserve(args.size() + 1);
         for (std::string& a : args) {
             argv.push_back(a.data());
         }
@@ -807,6 +820,8 @@ public:
     }
     WorkerProcess(const WorkerProcess&) = delete;
     WorkerProcess& operator=(const WorkerProcess&) = delete;
+    WorkerProcess(WorkerProcess&&) = delete;
+    WorkerProcess& operator=(WorkerProcess&&) = delete;
     ~WorkerProcess() {
         go();
         if (pid_ > 0) {
@@ -883,6 +898,7 @@ TEMPLATE_TEST_CASE("Redis storage: 4 processes and 4 threads on one key admit ex
         std::chrono::duration_cast<std::chrono::microseconds>(kContended.period).count();
 
     std::vector<std::unique_ptr<WorkerProcess>> workers;
+    workers.reserve(4);
     for (int i = 0; i < 4; ++i) {
         workers.push_back(std::make_unique<WorkerProcess>(
             std::vector<std::string>{kWorker, server->unixSocket(), prefix, name,
@@ -934,7 +950,7 @@ TEMPLATE_TEST_CASE("Redis storage: any byte string is a key, stored as given", "
     const rt::RedisContextPtr raw = connectTo(*server);
 
     std::string big;
-    while (big.size() < 64 * 1024) {
+    while (big.size() < std::size_t{64} * 1024) {
         big.push_back(static_cast<char>(big.size() % 251));
     }
     const std::vector<std::string> keys = {
@@ -1049,7 +1065,7 @@ TEMPLATE_TEST_CASE("Redis storage: every key has a TTL no longer than its reset"
 
     const std::vector<std::string> keys = {"k0", "k1", "k2", std::string("\r\n{\0}", 5), ""};
     struct Written {
-        std::chrono::nanoseconds reset;               // resetAfter of the last write
+        std::chrono::nanoseconds reset{};             // resetAfter of the last write
         std::chrono::steady_clock::time_point start;  // when that call started
     };
     std::map<std::string, Written> written;  // Redis key -> last write
@@ -1538,8 +1554,7 @@ namespace {
 /// A loopback TCP socket that listens but never accepts: connections queue in its backlog.
 class SilentListener {
 public:
-    SilentListener() {
-        fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    SilentListener() : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
         REQUIRE(fd_ >= 0);
         sockaddr_in addr{};
         addr.sin_family = AF_INET;
@@ -1554,6 +1569,8 @@ public:
     }
     SilentListener(const SilentListener&) = delete;
     SilentListener& operator=(const SilentListener&) = delete;
+    SilentListener(SilentListener&&) = delete;
+    SilentListener& operator=(SilentListener&&) = delete;
     ~SilentListener() { ::close(fd_); }
 
     [[nodiscard]] int port() const { return port_; }
