@@ -12,6 +12,7 @@
 //   http_server --port 8080 &
 //   for i in 1 2 3 4 5 6; do curl -si -X POST localhost:8080/login | head -1; done
 //   curl -si -H 'X-API-Key: demo-pro-key' localhost:8080/api/items
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -21,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -57,8 +59,12 @@ constexpr std::string_view kUsage = R"(usage: http_server [options]
 The first line printed is "listening on 127.0.0.1:PORT".
 )";
 
+// The port used without --port, and the largest TCP port.
+constexpr int kDefaultPort = 8080;
+constexpr int kMaxPort = 65535;
+
 struct Config {
-    int port = 8080;
+    int port = kDefaultPort;
     std::string rulesFile;
     std::string redis;
     bool limit = true;
@@ -73,6 +79,72 @@ struct Config {
     std::exit(2);
 }
 
+[[noreturn]] void printUsage() {
+    std::printf("%.*s", static_cast<int>(kUsage.size()), kUsage.data());
+    std::exit(0);
+}
+
+/// `text` as a TCP port number, 0 … 65535: decimal digits only, nothing around them.
+std::optional<int> parsePort(std::string_view text) {
+    int port = 0;
+    const char* const last = text.data() + text.size();
+    const std::from_chars_result r = std::from_chars(text.data(), last, port);
+    if (text.empty() || r.ec != std::errc{} || r.ptr != last || port < 0 || port > kMaxPort) {
+        return std::nullopt;
+    }
+    return port;
+}
+
+int portOption(const std::string& v) {
+    const std::optional<int> port = parsePort(v);
+    if (!port) {
+        usageError("--port must be 0..65535");
+    }
+    return *port;
+}
+
+void addApiKey(Config& c, const std::string& v) {
+    const std::size_t eq = v.find('=');
+    if (eq == 0 || eq == std::string::npos || eq + 1 == v.size()) {
+        usageError("--api-key takes KEY=TIER");
+    }
+    const std::string id = "apikey-" + std::to_string(c.apiKeys.size() + 1);
+    c.apiKeys[v.substr(0, eq)] = {id, v.substr(eq + 1)};
+}
+
+http::ForwardedHeader forwardedHeaderOption(const std::string& v) {
+    if (v == "xff") {
+        return http::ForwardedHeader::kXForwardedFor;
+    }
+    if (v == "forwarded") {
+        return http::ForwardedHeader::kForwarded;
+    }
+    if (v == "x-real-ip") {
+        return http::ForwardedHeader::kXRealIp;
+    }
+    usageError("--forwarded-header is xff, forwarded or x-real-ip");
+}
+
+/// Applies one option that takes a value; `value()` reads it (and exits when it is missing).
+template <class Value>
+void applyValueOption(Config& c, std::string_view arg, const Value& value) {
+    if (arg == "--port") {
+        c.port = portOption(value());
+    } else if (arg == "--rules") {
+        c.rulesFile = value();
+    } else if (arg == "--redis") {
+        c.redis = value();
+    } else if (arg == "--api-key") {
+        addApiKey(c, value());
+    } else if (arg == "--trust-proxy") {
+        c.options.identity.trustedProxies.push_back(value());
+    } else if (arg == "--forwarded-header") {
+        c.options.identity.forwardedHeader = forwardedHeaderOption(value());
+    } else {
+        usageError("unknown argument '" + std::string(arg) + "'");
+    }
+}
+
 Config parseArgs(int argc, char** argv) {
     Config c;
     c.options.skipPaths = {"/health"};
@@ -85,45 +157,11 @@ Config parseArgs(int argc, char** argv) {
             return argv[++i];
         };
         if (arg == "--help" || arg == "-h") {
-            std::printf("%.*s", static_cast<int>(kUsage.size()), kUsage.data());
-            std::exit(0);
-        } else if (arg == "--port") {
-            const std::string v = value();
-            char* end = nullptr;
-            const long port = std::strtol(v.c_str(), &end, 10);
-            if (v.empty() || *end != '\0' || port < 0 || port > 65535) {
-                usageError("--port must be 0..65535");
-            }
-            c.port = static_cast<int>(port);
-        } else if (arg == "--rules") {
-            c.rulesFile = value();
-        } else if (arg == "--redis") {
-            c.redis = value();
+            printUsage();
         } else if (arg == "--no-limit") {
             c.limit = false;
-        } else if (arg == "--api-key") {
-            const std::string v = value();
-            const std::size_t eq = v.find('=');
-            if (eq == 0 || eq == std::string::npos || eq + 1 == v.size()) {
-                usageError("--api-key takes KEY=TIER");
-            }
-            const std::string id = "apikey-" + std::to_string(c.apiKeys.size() + 1);
-            c.apiKeys[v.substr(0, eq)] = {id, v.substr(eq + 1)};
-        } else if (arg == "--trust-proxy") {
-            c.options.identity.trustedProxies.push_back(value());
-        } else if (arg == "--forwarded-header") {
-            const std::string v = value();
-            if (v == "xff") {
-                c.options.identity.forwardedHeader = http::ForwardedHeader::kXForwardedFor;
-            } else if (v == "forwarded") {
-                c.options.identity.forwardedHeader = http::ForwardedHeader::kForwarded;
-            } else if (v == "x-real-ip") {
-                c.options.identity.forwardedHeader = http::ForwardedHeader::kXRealIp;
-            } else {
-                usageError("--forwarded-header is xff, forwarded or x-real-ip");
-            }
         } else {
-            usageError("unknown argument '" + std::string(arg) + "'");
+            applyValueOption(c, arg, value);
         }
     }
     return c;
@@ -144,7 +182,11 @@ std::unique_ptr<http::RouteLimiter> makeLimiter(const Config& c) {
     }
     ratelimit::RedisStorage::Options redis;
     redis.host = c.redis.substr(0, colon);
-    redis.port = std::atoi(c.redis.c_str() + colon + 1);
+    const std::optional<int> port = parsePort(std::string_view(c.redis).substr(colon + 1));
+    if (!port) {
+        usageError("--redis takes HOST:PORT (PORT 0..65535)");
+    }
+    redis.port = *port;
     return std::make_unique<http::RouteLimiter>(std::move(table), ratelimit::RedisStorage{redis},
                                                 c.options);
 #else
@@ -219,7 +261,7 @@ int main(int argc, char** argv) {
         res.set_content("{\"welcome\":true}\n", "application/json");
     });
     server.Get(R"(/api(/.*)?)", [](const httplib::Request& req, httplib::Response& res) {
-        res.set_content("{\"path\":\"" + req.path + "\"}\n", "application/json");
+        res.set_content(R"({"path":")" + req.path + "\"}\n", "application/json");
     });
 
     int port = config.port;

@@ -174,9 +174,11 @@ TEST_CASE("RouteLimiter: limits per route and client, tiers, skips and allow lis
     int anon = 0;
     int claimed = 0;
     for (int i = 0; i < 8; ++i) {
-        pro += request("GET", "/api/x", "198.51.100.1", std::string_view("key-1"), "pro").allowed;
-        anon += request("GET", "/api/x", "198.51.100.2").allowed;
-        claimed += request("GET", "/api/x", "198.51.100.3", std::nullopt, "pro").allowed;
+        pro += request("GET", "/api/x", "198.51.100.1", std::string_view("key-1"), "pro").allowed
+                   ? 1
+                   : 0;
+        anon += request("GET", "/api/x", "198.51.100.2").allowed ? 1 : 0;
+        claimed += request("GET", "/api/x", "198.51.100.3", std::nullopt, "pro").allowed ? 1 : 0;
     }
     CHECK(pro == 5);
     CHECK(anon == 2);

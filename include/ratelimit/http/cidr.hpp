@@ -1,6 +1,8 @@
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <charconv>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -13,6 +15,27 @@
 
 namespace ratelimit {
 inline namespace v1 {
+
+namespace detail::ip {
+/// Bytes of an IPv4 and of an IPv6 address.
+inline constexpr std::size_t kV4Bytes = 4;
+inline constexpr std::size_t kV6Bytes = 16;
+/// 16-bit groups of IPv6 text (RFC 4291 section 2.2) and the hex digits of one.
+inline constexpr std::size_t kV6Groups = 8;
+inline constexpr std::size_t kMaxGroupDigits = 4;
+/// Where an IPv4 address sits inside an IPv6 one (the last four bytes, after a /96 prefix).
+inline constexpr std::size_t kEmbeddedV4Offset = kV6Bytes - kV4Bytes;
+inline constexpr int kEmbeddedV4PrefixLength = static_cast<int>(kEmbeddedV4Offset) * 8;
+/// Largest dotted-quad part and its most digits.
+inline constexpr unsigned kMaxOctet = 255;
+inline constexpr std::size_t kMaxOctetDigits = 3;
+/// The most digits of a prefix length (`/128`).
+inline constexpr std::size_t kMaxPrefixDigits = 3;
+inline constexpr unsigned kByteMask = 0xff;
+/// `gap` when an IPv6 text has no `::`.
+inline constexpr std::size_t kNoGap = kV6Bytes;
+}  // namespace detail::ip
+
 namespace http {
 
 /// An IPv4 or IPv6 address, parsed from text without any system call.
@@ -75,16 +98,19 @@ public:
         if (isV4()) {
             return *this;
         }
-        constexpr std::array<std::uint8_t, 12> kMapped{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-        constexpr std::array<std::uint8_t, 12> kNat64{0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0};
-        bool mapped = true;
-        bool nat64 = true;
-        for (std::size_t i = 0; i < 12; ++i) {
-            mapped = mapped && bytes_[i] == kMapped[i];
-            nat64 = nat64 && bytes_[i] == kNat64[i];
-        }
-        if (mapped || nat64) {
-            return v4(bytes_[12], bytes_[13], bytes_[14], bytes_[15]);
+        using detail::ip::kEmbeddedV4Offset;
+        // The /96 prefixes as their RFCs define them: IPv4-mapped `::ffff:0:0/96` (RFC 4291
+        // section 2.5.5.2) and the NAT64 well-known prefix `64:ff9b::/96` (RFC 6052 section 2.1).
+        // NOLINTBEGIN(cppcoreguidelines-avoid-magic-numbers,readability-magic-numbers)
+        constexpr std::array<std::uint8_t, kEmbeddedV4Offset> kMapped{0, 0, 0, 0, 0,    0,
+                                                                      0, 0, 0, 0, 0xff, 0xff};
+        constexpr std::array<std::uint8_t, kEmbeddedV4Offset> kNat64{0, 0x64, 0xff, 0x9b, 0, 0,
+                                                                     0, 0,    0,    0,    0, 0};
+        // NOLINTEND(cppcoreguidelines-avoid-magic-numbers,readability-magic-numbers)
+        if (std::equal(kMapped.begin(), kMapped.end(), bytes_.begin()) ||
+            std::equal(kNat64.begin(), kNat64.end(), bytes_.begin())) {
+            return v4(bytes_[kEmbeddedV4Offset], bytes_[kEmbeddedV4Offset + 1],
+                      bytes_[kEmbeddedV4Offset + 2], bytes_[kEmbeddedV4Offset + 3]);
         }
         return *this;
     }
@@ -104,63 +130,85 @@ public:
 
     /// The canonical text: dotted quad, or RFC 5952 IPv6 (lower case, the longest run of two
     /// or more zero groups as `::`, the first such run on a tie). No zone id.
-    [[nodiscard]] std::string toString() const {
+    [[nodiscard]] std::string toString() const { return isV4() ? v4String() : v6String(); }
+
+    friend constexpr bool operator==(const IpAddress&, const IpAddress&) noexcept = default;
+
+private:
+    using Groups = std::array<unsigned, detail::ip::kV6Groups>;
+
+    /// A run of zero groups: where it starts and how many groups it covers.
+    struct ZeroRun {
+        std::size_t start = detail::ip::kV6Groups;
+        std::size_t length = 1;  // a single zero group is never shortened
+    };
+
+    [[nodiscard]] std::string v4String() const {
         std::string out;
-        if (isV4()) {
-            for (std::size_t i = 0; i < 4; ++i) {
-                if (i > 0) {
-                    out.push_back('.');
-                }
-                out.append(std::to_string(bytes_[i]));
+        for (std::size_t i = 0; i < detail::ip::kV4Bytes; ++i) {
+            if (i > 0) {
+                out.push_back('.');
             }
-            return out;
+            out.append(std::to_string(bytes_[i]));
         }
-        std::array<unsigned, 8> groups{};
-        for (std::size_t i = 0; i < 8; ++i) {
+        return out;
+    }
+
+    [[nodiscard]] constexpr Groups groups() const noexcept {
+        Groups groups{};
+        for (std::size_t i = 0; i < groups.size(); ++i) {
             groups[i] = (unsigned{bytes_[2 * i]} << 8U) | bytes_[2 * i + 1];
         }
-        std::size_t bestStart = 8;
-        std::size_t bestLength = 1;  // a single zero group is never shortened
-        for (std::size_t i = 0; i < 8;) {
+        return groups;
+    }
+
+    /// The longest run of zero groups, the first on a tie; `start == kV6Groups` when no run is
+    /// longer than one group.
+    static constexpr ZeroRun longestZeroRun(const Groups& groups) noexcept {
+        ZeroRun best;
+        for (std::size_t i = 0; i < groups.size();) {
             if (groups[i] != 0) {
                 ++i;
                 continue;
             }
             std::size_t j = i;
-            while (j < 8 && groups[j] == 0) {
+            while (j < groups.size() && groups[j] == 0) {
                 ++j;
             }
-            if (j - i > bestLength) {
-                bestStart = i;
-                bestLength = j - i;
+            if (j - i > best.length) {
+                best = {i, j - i};
             }
             i = j;
         }
-        constexpr std::string_view kHex = "0123456789abcdef";
-        for (std::size_t i = 0; i < 8; ++i) {
-            if (i == bestStart) {
+        return best;
+    }
+
+    /// Appends `group` in lower-case hex without leading zeros.
+    static void appendGroup(std::string& out, unsigned group) {
+        std::array<char, detail::ip::kMaxGroupDigits> digits{};
+        const std::to_chars_result r =
+            std::to_chars(digits.data(), digits.data() + digits.size(), group, 16);
+        out.append(digits.data(), r.ptr);
+    }
+
+    [[nodiscard]] std::string v6String() const {
+        const Groups g = groups();
+        const ZeroRun zeros = longestZeroRun(g);
+        std::string out;
+        for (std::size_t i = 0; i < g.size(); ++i) {
+            if (i == zeros.start) {
                 out.append(i == 0 ? "::" : ":");
-                i += bestLength - 1;
+                i += zeros.length - 1;
                 continue;
             }
-            bool leading = true;
-            for (int shift = 12; shift >= 0; shift -= 4) {
-                const unsigned nibble = (groups[i] >> static_cast<unsigned>(shift)) & 0xfU;
-                if (nibble != 0 || shift == 0 || !leading) {
-                    out.push_back(kHex[nibble]);
-                    leading = false;
-                }
-            }
-            if (i != 7) {
+            appendGroup(out, g[i]);
+            if (i + 1 != g.size()) {
                 out.push_back(':');
             }
         }
         return out;
     }
 
-    friend constexpr bool operator==(const IpAddress&, const IpAddress&) noexcept = default;
-
-private:
     static constexpr bool isDigit(char c) noexcept { return c >= '0' && c <= '9'; }
 
     static constexpr int hexValue(char c) noexcept {
@@ -177,9 +225,9 @@ private:
     }
 
     static constexpr std::optional<IpAddress> parseV4(std::string_view text) noexcept {
-        std::array<std::uint8_t, 4> parts{};
+        std::array<std::uint8_t, detail::ip::kV4Bytes> parts{};
         std::size_t pos = 0;
-        for (std::size_t part = 0; part < 4; ++part) {
+        for (std::size_t part = 0; part < parts.size(); ++part) {
             if (part > 0) {
                 if (pos >= text.size() || text[pos] != '.') {
                     return std::nullopt;
@@ -188,12 +236,14 @@ private:
             }
             const std::size_t start = pos;
             unsigned value = 0;
-            while (pos < text.size() && isDigit(text[pos]) && pos - start < 3) {
+            while (pos < text.size() && isDigit(text[pos]) &&
+                   pos - start < detail::ip::kMaxOctetDigits) {
                 value = value * 10 + static_cast<unsigned>(text[pos] - '0');
                 ++pos;
             }
             const std::size_t digits = pos - start;
-            if (digits == 0 || value > 255 || (digits > 1 && text[start] == '0')) {
+            if (digits == 0 || value > detail::ip::kMaxOctet ||
+                (digits > 1 && text[start] == '0')) {
                 return std::nullopt;
             }
             parts[part] = static_cast<std::uint8_t>(value);
@@ -204,86 +254,136 @@ private:
         return v4(parts[0], parts[1], parts[2], parts[3]);
     }
 
-    static constexpr std::optional<IpAddress> parseV6(std::string_view text) noexcept {
-        if (const std::size_t zone = text.find('%'); zone != std::string_view::npos) {
-            if (zone + 1 == text.size()) {
-                return std::nullopt;  // an empty zone id
-            }
-            text = text.substr(0, zone);
+    /// `text` without its `%zone`; nullopt for an empty zone id.
+    static constexpr std::optional<std::string_view> withoutZone(std::string_view text) noexcept {
+        const std::size_t zone = text.find('%');
+        if (zone == std::string_view::npos) {
+            return text;
         }
-        std::array<std::uint8_t, 16> out{};
-        std::size_t filled = 0;  // bytes written so far
-        std::size_t gap = 16;    // byte index where `::` stood (16: none)
+        if (zone + 1 == text.size()) {
+            return std::nullopt;  // an empty zone id
+        }
+        return text.substr(0, zone);
+    }
+
+    /// One 16-bit group: one to four hex digits.
+    static constexpr std::optional<unsigned> parseGroup(std::string_view piece) noexcept {
+        if (piece.empty() || piece.size() > detail::ip::kMaxGroupDigits) {
+            return std::nullopt;
+        }
+        unsigned group = 0;
+        for (const char c : piece) {
+            const int v = hexValue(c);
+            if (v < 0) {
+                return std::nullopt;
+            }
+            group = (group << 4U) | static_cast<unsigned>(v);
+        }
+        return group;
+    }
+
+    /// The bytes of an IPv6 text as they are read, before `::` is expanded.
+    struct V6Parts {
+        std::array<std::uint8_t, detail::ip::kV6Bytes> bytes{};
+        std::size_t filled = 0;                // bytes written so far
+        std::size_t gap = detail::ip::kNoGap;  // byte index where `::` stood
+
+        /// A trailing dotted quad fills the last four bytes.
+        constexpr bool appendQuad(std::string_view piece) noexcept {
+            const std::optional<IpAddress> quad = parseV4(piece);
+            if (!quad || filled + detail::ip::kV4Bytes > bytes.size()) {
+                return false;
+            }
+            for (std::size_t i = 0; i < detail::ip::kV4Bytes; ++i) {
+                bytes[filled++] = quad->bytes_[i];
+            }
+            return true;
+        }
+
+        constexpr bool appendGroup(std::string_view piece) noexcept {
+            const std::optional<unsigned> group = parseGroup(piece);
+            if (!group || filled + 2 > bytes.size()) {
+                return false;
+            }
+            bytes[filled++] = static_cast<std::uint8_t>(*group >> 8U);
+            bytes[filled++] = static_cast<std::uint8_t>(*group & detail::ip::kByteMask);
+            return true;
+        }
+
+        /// Consumes the `:` after a group at `text[pos]`, and a second one that makes `::`.
+        /// False for a single trailing `:` or a second `::`.
+        constexpr bool consumeSeparator(std::string_view text, std::size_t& pos) noexcept {
+            ++pos;  // the ':'
+            if (pos == text.size()) {
+                return false;  // a single trailing ':'
+            }
+            if (text[pos] != ':') {
+                return true;
+            }
+            if (gap != detail::ip::kNoGap) {
+                return false;  // a second "::"
+            }
+            gap = filled;
+            ++pos;
+            return true;
+        }
+
+        /// The address, with the bytes after the gap moved to the end.
+        [[nodiscard]] constexpr std::optional<IpAddress> address() const noexcept {
+            if (gap == detail::ip::kNoGap) {
+                return filled == bytes.size() ? std::optional<IpAddress>(v6(bytes)) : std::nullopt;
+            }
+            if (filled == bytes.size()) {
+                return std::nullopt;  // "::" must stand for at least one group
+            }
+            std::array<std::uint8_t, detail::ip::kV6Bytes> result{};
+            for (std::size_t i = 0; i < gap; ++i) {
+                result[i] = bytes[i];
+            }
+            const std::size_t tail = filled - gap;
+            for (std::size_t i = 0; i < tail; ++i) {
+                result[result.size() - tail + i] = bytes[gap + i];
+            }
+            return v6(result);
+        }
+    };
+
+    static constexpr std::optional<IpAddress> parseV6(std::string_view zoned) noexcept {
+        const std::optional<std::string_view> bare = withoutZone(zoned);
+        if (!bare) {
+            return std::nullopt;
+        }
+        const std::string_view text = *bare;
+        V6Parts parts;
         std::size_t pos = 0;
-        if (text.size() >= 2 && text[0] == ':' && text[1] == ':') {
-            gap = 0;
+        if (text.starts_with("::")) {
+            parts.gap = 0;
             pos = 2;
-        } else if (!text.empty() && text[0] == ':') {
+        } else if (text.starts_with(':')) {
             return std::nullopt;
         }
         while (pos < text.size()) {
-            // A trailing dotted quad fills the last four bytes.
             const std::size_t nextColon = text.find(':', pos);
             const std::string_view piece = text.substr(
                 pos, nextColon == std::string_view::npos ? text.size() - pos : nextColon - pos);
             if (nextColon == std::string_view::npos && piece.find('.') != std::string_view::npos) {
-                const std::optional<IpAddress> quad = parseV4(piece);
-                if (!quad || filled + 4 > 16) {
+                if (!parts.appendQuad(piece)) {
                     return std::nullopt;
                 }
-                for (std::size_t i = 0; i < 4; ++i) {
-                    out[filled++] = quad->bytes_[i];
-                }
-                pos = text.size();
                 break;
             }
-            if (piece.empty() || piece.size() > 4 || filled + 2 > 16) {
+            if (!parts.appendGroup(piece)) {
                 return std::nullopt;
             }
-            unsigned group = 0;
-            for (const char c : piece) {
-                const int v = hexValue(c);
-                if (v < 0) {
-                    return std::nullopt;
-                }
-                group = (group << 4U) | static_cast<unsigned>(v);
-            }
-            out[filled++] = static_cast<std::uint8_t>(group >> 8U);
-            out[filled++] = static_cast<std::uint8_t>(group & 0xffU);
             pos += piece.size();
             if (pos == text.size()) {
                 break;
             }
-            ++pos;  // the ':'
-            if (pos < text.size() && text[pos] == ':') {
-                if (gap != 16) {
-                    return std::nullopt;  // a second "::"
-                }
-                gap = filled;
-                ++pos;
-            } else if (pos == text.size()) {
-                return std::nullopt;  // a single trailing ':'
-            }
-        }
-        if (gap == 16) {
-            if (filled != 16) {
+            if (!parts.consumeSeparator(text, pos)) {
                 return std::nullopt;
             }
-            return v6(out);
         }
-        if (filled == 16) {
-            return std::nullopt;  // "::" must stand for at least one group
-        }
-        // Move the bytes after the gap to the end.
-        std::array<std::uint8_t, 16> result{};
-        for (std::size_t i = 0; i < gap; ++i) {
-            result[i] = out[i];
-        }
-        const std::size_t tail = filled - gap;
-        for (std::size_t i = 0; i < tail; ++i) {
-            result[16 - tail + i] = out[gap + i];
-        }
-        return v6(result);
+        return parts.address();
     }
 
     std::array<std::uint8_t, 16> bytes_{};
@@ -308,7 +408,8 @@ public:
         int prefix = width;
         if (slash != std::string_view::npos) {
             const std::string_view digits = text.substr(slash + 1);
-            if (digits.empty() || digits.size() > 3 || (digits.size() > 1 && digits[0] == '0')) {
+            if (digits.empty() || digits.size() > detail::ip::kMaxPrefixDigits ||
+                (digits.size() > 1 && digits[0] == '0')) {
                 return std::nullopt;
             }
             prefix = 0;
@@ -325,11 +426,14 @@ public:
         if (address->masked(prefix) != *address) {
             return std::nullopt;
         }
+        // Byte 10 is 0xff in the IPv4-mapped prefix and 0 in the NAT64 one.
+        constexpr std::size_t kMappedMarkerIndex = detail::ip::kEmbeddedV4Offset - 2;
         IpAddress network = *address;
-        if (!network.isV4() && prefix >= 96 && network.canonical().isV4() &&
-            network.bytes()[10] == 0xff) {
+        if (!network.isV4() && prefix >= detail::ip::kEmbeddedV4PrefixLength &&
+            network.canonical().isV4() &&
+            network.bytes()[kMappedMarkerIndex] == detail::ip::kByteMask) {
             network = network.canonical();
-            prefix -= 96;
+            prefix -= detail::ip::kEmbeddedV4PrefixLength;
         }
         return Cidr{network, prefix};
     }
@@ -391,12 +495,8 @@ public:
     }
 
     [[nodiscard]] bool contains(const IpAddress& address) const noexcept {
-        for (const Cidr& c : networks_) {
-            if (c.contains(address)) {
-                return true;
-            }
-        }
-        return false;
+        return std::any_of(networks_.begin(), networks_.end(),
+                           [&address](const Cidr& c) { return c.contains(address); });
     }
 
     /// False for text that is not an address (never throws).

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <optional>
 #include <span>
@@ -44,6 +45,11 @@ enum class ForwardedHeader {
     return {};
 }
 
+/// The IPv6 prefix length a subscriber commonly holds (a /56), and the wider allocation (a /48)
+/// of `ClientIdentityOptions::ipv6AggregatePrefix`.
+inline constexpr int kDefaultIpv6Prefix = 56;
+inline constexpr int kDefaultIpv6AggregatePrefix = 48;
+
 /// How a request's client is told apart from others. Fields only ever get added at the end.
 struct ClientIdentityOptions {
     /// The one forwarding header to believe, and only from trusted proxies. Default: none, the
@@ -59,10 +65,10 @@ struct ClientIdentityOptions {
     int trustedHops = 0;
     /// IPv6 clients are grouped by this prefix length: one subscriber commonly holds a /56 or a
     /// /48, and every address in it costs an attacker nothing. 1 … 128, default 56.
-    int ipv6Prefix = 56;
+    int ipv6Prefix = kDefaultIpv6Prefix;
     /// Prefix of `ClientKey::aggregateKey` for IPv6 clients, for a second, wider limit on a
     /// whole allocation; 0 turns it off. 0 or 1 … `ipv6Prefix`, default 48.
-    int ipv6AggregatePrefix = 48;
+    int ipv6AggregatePrefix = kDefaultIpv6AggregatePrefix;
 };
 
 /// Who a request is, as a limiter key.
@@ -81,50 +87,74 @@ struct ClientKey {
     bool fellBack = false;
 };
 
+}  // namespace http
+
+namespace detail {
+
+/// `s` without the optional white space (spaces and tabs) around it.
+constexpr std::string_view trimOws(std::string_view s) noexcept {
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
+        s.remove_prefix(1);
+    }
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
+        s.remove_suffix(1);
+    }
+    return s;
+}
+
+constexpr bool isAsciiDigit(char c) noexcept { return c >= '0' && c <= '9'; }
+
+/// The most digits of a port number (65535).
+inline constexpr std::size_t kMaxPortDigits = 5;
+
+/// The port after an address: one to five decimal digits (its value is not checked).
+constexpr bool isPortText(std::string_view port) noexcept {
+    return !port.empty() && port.size() <= kMaxPortDigits &&
+           std::all_of(port.begin(), port.end(), isAsciiDigit);
+}
+
+/// `[2001:db8::1]` or `[2001:db8::1]:443`: brackets hold IPv6 only.
+constexpr std::optional<http::IpAddress> parseBracketedAddress(std::string_view text) noexcept {
+    const std::size_t close = text.find(']');
+    if (close == std::string_view::npos) {
+        return std::nullopt;
+    }
+    const std::string_view rest = text.substr(close + 1);
+    if (!rest.empty() && !(rest.front() == ':' && isPortText(rest.substr(1)))) {
+        return std::nullopt;
+    }
+    const std::string_view inner = text.substr(1, close - 1);
+    if (inner.find(':') == std::string_view::npos) {
+        return std::nullopt;  // brackets hold IPv6 only
+    }
+    return http::IpAddress::parse(inner);
+}
+
+/// `1.2.3.4:80`, the one colon at `colon`.
+constexpr std::optional<http::IpAddress> parseV4WithPort(std::string_view text,
+                                                         std::size_t colon) noexcept {
+    if (!isPortText(text.substr(colon + 1))) {
+        return std::nullopt;
+    }
+    const std::optional<http::IpAddress> a = http::IpAddress::parse(text.substr(0, colon));
+    return a && a->isV4() ? a : std::nullopt;
+}
+
+}  // namespace detail
+
+namespace http {
+
 /// An address as it appears in a forwarding header or a peer string: `1.2.3.4`, `1.2.3.4:80`,
 /// `::1`, `fe80::1%eth0`, `[2001:db8::1]`, `[2001:db8::1]:443`, with optional surrounding
 /// spaces. Returns nullopt for anything else (`unknown`, `_hidden`, garbage); never throws.
 [[nodiscard]] constexpr std::optional<IpAddress> parseNodeAddress(std::string_view text) noexcept {
-    while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) {
-        text.remove_prefix(1);
-    }
-    while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) {
-        text.remove_suffix(1);
-    }
-    const auto validPort = [](std::string_view port) {
-        if (port.empty() || port.size() > 5) {
-            return false;
-        }
-        for (const char c : port) {
-            if (c < '0' || c > '9') {
-                return false;
-            }
-        }
-        return true;
-    };
+    text = detail::trimOws(text);
     if (!text.empty() && text.front() == '[') {
-        const std::size_t close = text.find(']');
-        if (close == std::string_view::npos) {
-            return std::nullopt;
-        }
-        const std::string_view rest = text.substr(close + 1);
-        if (!rest.empty() && !(rest.front() == ':' && validPort(rest.substr(1)))) {
-            return std::nullopt;
-        }
-        const std::string_view inner = text.substr(1, close - 1);
-        if (inner.find(':') == std::string_view::npos) {
-            return std::nullopt;  // brackets hold IPv6 only
-        }
-        return IpAddress::parse(inner);
+        return detail::parseBracketedAddress(text);
     }
     const std::size_t colon = text.find(':');
     if (colon != std::string_view::npos && text.find(':', colon + 1) == std::string_view::npos) {
-        // One colon: IPv4 with a port.
-        if (!validPort(text.substr(colon + 1))) {
-            return std::nullopt;
-        }
-        const std::optional<IpAddress> a = IpAddress::parse(text.substr(0, colon));
-        return a && a->isV4() ? a : std::nullopt;
+        return detail::parseV4WithPort(text, colon);  // one colon: IPv4 with a port
     }
     return IpAddress::parse(text);
 }
@@ -160,16 +190,6 @@ inline bool splitList(std::string_view value, std::vector<std::string_view>& out
     return true;
 }
 
-inline std::string_view trimOws(std::string_view s) noexcept {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
-        s.remove_prefix(1);
-    }
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
-        s.remove_suffix(1);
-    }
-    return s;
-}
-
 inline bool equalsIgnoreCase(std::string_view a, std::string_view b) noexcept {
     if (a.size() != b.size()) {
         return false;
@@ -185,6 +205,66 @@ inline bool equalsIgnoreCase(std::string_view a, std::string_view b) noexcept {
     return true;
 }
 
+/// Where the pair that starts at `pos` ends: the next `;` outside a quoted string, or the end
+/// of `element` (one past it after a trailing backslash).
+inline std::size_t forwardedPairEnd(std::string_view element, std::size_t pos) noexcept {
+    std::size_t end = pos;
+    bool quoted = false;
+    for (; end < element.size(); ++end) {
+        const char c = element[end];
+        if (quoted) {
+            if (c == '\\') {
+                ++end;
+            } else if (c == '"') {
+                quoted = false;
+            }
+        } else if (c == '"') {
+            quoted = true;
+        } else if (c == ';') {
+            break;
+        }
+    }
+    return end;
+}
+
+/// The content of a quoted-string (RFC 9110 section 5.6.4) with its escapes undone; nullopt
+/// when `quoted` is not exactly one quoted string.
+inline std::optional<std::string> unquote(std::string_view quoted) {
+    if (quoted.size() < 2 || quoted.back() != '"') {
+        return std::nullopt;
+    }
+    const std::string_view inner = quoted.substr(1, quoted.size() - 2);
+    std::string value;
+    for (std::size_t i = 0; i < inner.size(); ++i) {
+        if (inner[i] == '\\') {
+            if (++i == inner.size()) {
+                return std::nullopt;
+            }
+        } else if (inner[i] == '"') {
+            return std::nullopt;
+        }
+        value.push_back(inner[i]);
+    }
+    return value;
+}
+
+/// A tchar (RFC 9110 section 5.6.2), or ':' '[' ']' that some proxies write unquoted.
+constexpr bool isForwardedTokenChar(char c) noexcept {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           std::string_view("!#$%&'*+-.^_`|~:[]").find(c) != std::string_view::npos;
+}
+
+/// The value of one pair: a quoted-string, unquoted, or a token; nullopt when malformed.
+inline std::optional<std::string> forwardedValue(std::string_view raw) {
+    if (!raw.empty() && raw.front() == '"') {
+        return unquote(raw);
+    }
+    if (raw.empty() || !std::all_of(raw.begin(), raw.end(), isForwardedTokenChar)) {
+        return std::nullopt;
+    }
+    return std::string(raw);
+}
+
 /// The `for=` value of one `Forwarded` element (RFC 7239 section 4), unquoted; nullopt when the
 /// element is malformed or has no (or more than one) `for`.
 inline std::optional<std::string> forwardedFor(std::string_view element) {
@@ -192,61 +272,17 @@ inline std::optional<std::string> forwardedFor(std::string_view element) {
     std::size_t pos = 0;
     while (pos <= element.size()) {
         // One pair: token "=" ( token / quoted-string ), pairs separated by ';'.
-        std::size_t end = pos;
-        bool quoted = false;
-        for (; end < element.size(); ++end) {
-            const char c = element[end];
-            if (quoted) {
-                if (c == '\\') {
-                    ++end;
-                } else if (c == '"') {
-                    quoted = false;
-                }
-            } else if (c == '"') {
-                quoted = true;
-            } else if (c == ';') {
-                break;
-            }
-        }
+        const std::size_t end = forwardedPairEnd(element, pos);
         const std::string_view pair = trimOws(element.substr(pos, end - pos));
         const std::size_t eq = pair.find('=');
         if (eq == std::string_view::npos || eq == 0) {
             return std::nullopt;
         }
-        const std::string_view name = pair.substr(0, eq);
-        std::string_view raw = pair.substr(eq + 1);
-        std::string value;
-        if (!raw.empty() && raw.front() == '"') {
-            if (raw.size() < 2 || raw.back() != '"') {
-                return std::nullopt;
-            }
-            raw = raw.substr(1, raw.size() - 2);
-            for (std::size_t i = 0; i < raw.size(); ++i) {
-                if (raw[i] == '\\') {
-                    if (++i == raw.size()) {
-                        return std::nullopt;
-                    }
-                } else if (raw[i] == '"') {
-                    return std::nullopt;
-                }
-                value.push_back(raw[i]);
-            }
-        } else {
-            if (raw.empty()) {
-                return std::nullopt;
-            }
-            for (const char c : raw) {
-                // tchar, plus ':' '[' ']' that some proxies write unquoted.
-                const bool ok =
-                    (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                    std::string_view("!#$%&'*+-.^_`|~:[]").find(c) != std::string_view::npos;
-                if (!ok) {
-                    return std::nullopt;
-                }
-            }
-            value.assign(raw);
+        std::optional<std::string> value = forwardedValue(pair.substr(eq + 1));
+        if (!value) {
+            return std::nullopt;
         }
-        if (equalsIgnoreCase(name, "for")) {
+        if (equalsIgnoreCase(pair.substr(0, eq), "for")) {
             if (found) {
                 return std::nullopt;
             }
@@ -337,54 +373,13 @@ public:
             }
             return canonical(peerAddress);
         };
-
-        // The hops, left (furthest) to right (nearest), as text.
-        std::vector<std::string> hops;
-        if (options_.forwardedHeader == ForwardedHeader::kXRealIp) {
-            if (headerValues.size() != 1 ||
-                headerValues.front().find(',') != std::string_view::npos) {
-                return fallBack();
-            }
-            hops.emplace_back(headerValues.front());
-        } else {
-            std::vector<std::string_view> pieces;
-            for (const std::string_view v : headerValues) {
-                if (!detail::splitList(v, pieces)) {
-                    return fallBack();
-                }
-            }
-            hops.reserve(pieces.size());
-            for (const std::string_view p : pieces) {
-                if (options_.forwardedHeader == ForwardedHeader::kXForwardedFor) {
-                    hops.emplace_back(p);
-                } else {
-                    std::optional<std::string> node = detail::forwardedFor(p);
-                    // A malformed element: nothing left of it can be located, so keep a
-                    // placeholder that no address parse accepts.
-                    hops.push_back(node ? std::move(*node) : std::string("\x01"));
-                }
-            }
-        }
-        if (hops.empty()) {
+        const std::optional<std::vector<std::string>> hops = forwardedHops(headerValues);
+        if (!hops || hops->empty()) {
             return fallBack();
         }
-
-        if (options_.trustedHops > 0) {
-            const std::size_t n = static_cast<std::size_t>(options_.trustedHops);
-            const std::size_t index = hops.size() >= n ? hops.size() - n : 0;
-            const std::optional<IpAddress> a = parseNodeAddress(hops[index]);
-            return a ? canonical(a) : fallBack();
-        }
-        for (std::size_t i = hops.size(); i-- > 0;) {
-            const std::optional<IpAddress> a = parseNodeAddress(hops[i]);
-            if (!a) {
-                return fallBack();
-            }
-            if (i == 0 || !trusted_.contains(*a)) {
-                return canonical(a);
-            }
-        }
-        return fallBack();  // not reached: the loop returns at i == 0
+        const std::optional<IpAddress> client =
+            options_.trustedHops > 0 ? hopFromRight(*hops) : firstUntrustedHop(*hops);
+        return client ? canonical(client) : fallBack();
     }
 
     /// The limiter key of a request. Pass `authenticatedId` only once the application has
@@ -424,6 +419,64 @@ public:
     [[nodiscard]] const ClientIdentityOptions& options() const noexcept { return options_; }
 
 private:
+    /// The hops of the trusted header, left (furthest) to right (nearest), as text; nullopt
+    /// when the header is malformed as a whole.
+    [[nodiscard]] std::optional<std::vector<std::string>> forwardedHops(
+        std::span<const std::string_view> headerValues) const {
+        std::vector<std::string> hops;
+        if (options_.forwardedHeader == ForwardedHeader::kXRealIp) {
+            if (headerValues.size() != 1 ||
+                headerValues.front().find(',') != std::string_view::npos) {
+                return std::nullopt;
+            }
+            hops.emplace_back(headerValues.front());
+            return hops;
+        }
+        std::vector<std::string_view> pieces;
+        for (const std::string_view v : headerValues) {
+            if (!detail::splitList(v, pieces)) {
+                return std::nullopt;
+            }
+        }
+        hops.reserve(pieces.size());
+        for (const std::string_view p : pieces) {
+            if (options_.forwardedHeader == ForwardedHeader::kXForwardedFor) {
+                hops.emplace_back(p);
+            } else {
+                std::optional<std::string> node = detail::forwardedFor(p);
+                // A malformed element: nothing left of it can be located, so keep a
+                // placeholder that no address parse accepts.
+                hops.push_back(node ? std::move(*node) : std::string("\x01"));
+            }
+        }
+        return hops;
+    }
+
+    /// With `trustedHops`: the `trustedHops`-th hop from the right (the leftmost when there are
+    /// fewer); nullopt when it is not an address.
+    [[nodiscard]] std::optional<IpAddress> hopFromRight(
+        const std::vector<std::string>& hops) const noexcept {
+        const auto n = static_cast<std::size_t>(options_.trustedHops);
+        const std::size_t index = hops.size() >= n ? hops.size() - n : 0;
+        return parseNodeAddress(hops[index]);
+    }
+
+    /// With `trustedProxies`: walking right to left, the first hop that is not a trusted proxy
+    /// (or the leftmost); nullopt when a hop on the way is not an address.
+    [[nodiscard]] std::optional<IpAddress> firstUntrustedHop(
+        const std::vector<std::string>& hops) const noexcept {
+        for (std::size_t i = hops.size(); i-- > 0;) {
+            const std::optional<IpAddress> a = parseNodeAddress(hops[i]);
+            if (!a) {
+                return std::nullopt;
+            }
+            if (i == 0 || !trusted_.contains(*a)) {
+                return a;
+            }
+        }
+        return std::nullopt;  // no hops
+    }
+
     static std::optional<IpAddress> canonical(const std::optional<IpAddress>& a) noexcept {
         return a ? std::optional<IpAddress>(a->canonical()) : std::nullopt;
     }

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstddef>
@@ -37,14 +38,17 @@ inline constexpr std::int64_t ceilSeconds(std::chrono::nanoseconds d) noexcept {
     return ns / 1'000'000'000 + (ns % 1'000'000'000 != 0 ? 1 : 0);
 }
 
+/// The printable ASCII range an RFC 9651 sf-string may carry (%x20-7E).
+inline constexpr char kSfStringFirst = 0x20;
+inline constexpr char kSfStringLast = 0x7e;
+
+inline constexpr bool isSfStringChar(char c) noexcept {
+    return c >= kSfStringFirst && c <= kSfStringLast;
+}
+
 /// True when every byte may stand in an RFC 9651 sf-string (printable ASCII, %x20-7E).
 inline constexpr bool isSfStringSafe(std::string_view s) noexcept {
-    for (const char c : s) {
-        if (c < 0x20 || c > 0x7e) {
-            return false;
-        }
-    }
-    return true;
+    return std::all_of(s.begin(), s.end(), isSfStringChar);
 }
 
 /// Appends `s` as an RFC 9651 sf-string: quoted, `"` and `\` escaped. Bytes outside %x20-7E
@@ -56,7 +60,7 @@ inline void appendSfString(std::string& out, std::string_view s) {
         if (c == '"' || c == '\\') {
             out.push_back('\\');
             out.push_back(c);
-        } else if (c < 0x20 || c > 0x7e) {
+        } else if (!isSfStringChar(c)) {
             out.push_back('?');
         } else {
             out.push_back(c);
@@ -65,30 +69,65 @@ inline void appendSfString(std::string& out, std::string_view s) {
     out.push_back('"');
 }
 
+/// Base64 (RFC 4648, section 4): three bytes make a 24-bit group, written as four 6-bit digits.
+namespace base64 {
+inline constexpr std::string_view kAlphabet =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+inline constexpr unsigned kDigitBits = 6;
+inline constexpr std::uint32_t kDigitMask = 0x3f;
+/// Where the first, second and third byte of a group sit in its 24 bits.
+inline constexpr unsigned kByte0Shift = 16;
+inline constexpr unsigned kByte1Shift = 8;
+/// Where the first, second and third digit of a group sit in its 24 bits.
+inline constexpr unsigned kDigit0Shift = 3 * kDigitBits;
+inline constexpr unsigned kDigit1Shift = 2 * kDigitBits;
+inline constexpr unsigned kDigit2Shift = kDigitBits;
+
+/// The digit of `group` that starts `shift` bits from the right.
+constexpr char digit(std::uint32_t group, unsigned shift) noexcept {
+    return kAlphabet[(group >> shift) & kDigitMask];
+}
+}  // namespace base64
+
 /// Appends `bytes` as an RFC 9651 Byte Sequence: `:` base64 with padding `:`.
 inline void appendSfByteSequence(std::string& out, std::string_view bytes) {
-    constexpr std::string_view kAlphabet =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     out.push_back(':');
     std::size_t i = 0;
     const auto byte = [&bytes](std::size_t k) {
         return static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[k]));
     };
     for (; i + 3 <= bytes.size(); i += 3) {
-        const std::uint32_t n = (byte(i) << 16U) | (byte(i + 1) << 8U) | byte(i + 2);
-        out.push_back(kAlphabet[(n >> 18U) & 63U]);
-        out.push_back(kAlphabet[(n >> 12U) & 63U]);
-        out.push_back(kAlphabet[(n >> 6U) & 63U]);
-        out.push_back(kAlphabet[n & 63U]);
+        const std::uint32_t n =
+            (byte(i) << base64::kByte0Shift) | (byte(i + 1) << base64::kByte1Shift) | byte(i + 2);
+        out.push_back(base64::digit(n, base64::kDigit0Shift));
+        out.push_back(base64::digit(n, base64::kDigit1Shift));
+        out.push_back(base64::digit(n, base64::kDigit2Shift));
+        out.push_back(base64::digit(n, 0));
     }
     if (const std::size_t left = bytes.size() - i; left > 0) {
-        const std::uint32_t n = (byte(i) << 16U) | (left == 2 ? byte(i + 1) << 8U : 0U);
-        out.push_back(kAlphabet[(n >> 18U) & 63U]);
-        out.push_back(kAlphabet[(n >> 12U) & 63U]);
-        out.push_back(left == 2 ? kAlphabet[(n >> 6U) & 63U] : '=');
+        const std::uint32_t n = (byte(i) << base64::kByte0Shift) |
+                                (left == 2 ? byte(i + 1) << base64::kByte1Shift : 0U);
+        out.push_back(base64::digit(n, base64::kDigit0Shift));
+        out.push_back(base64::digit(n, base64::kDigit1Shift));
+        out.push_back(left == 2 ? base64::digit(n, base64::kDigit2Shift) : '=');
         out.push_back('=');
     }
     out.push_back(':');
+}
+
+/// The sixteen bytes of a SipHash-128 digest, big-endian (high half first).
+inline std::string digestBytes(const Digest128& h) {
+    constexpr std::size_t kHalfBytes = sizeof(std::uint64_t);
+    constexpr unsigned kBitsPerByte = 8;
+    constexpr std::size_t kTopByteShift = (kHalfBytes - 1) * kBitsPerByte;
+    constexpr std::uint64_t kByteMask = 0xff;
+    std::string raw(2 * kHalfBytes, '\0');
+    for (std::size_t i = 0; i < kHalfBytes; ++i) {
+        const std::size_t shift = kTopByteShift - kBitsPerByte * i;
+        raw[i] = static_cast<char>((h.high >> shift) & kByteMask);
+        raw[kHalfBytes + i] = static_cast<char>((h.low >> shift) & kByteMask);
+    }
+    return raw;
 }
 
 }  // namespace detail
@@ -229,18 +268,7 @@ public:
     [[nodiscard]] std::vector<Header> operator()(std::span<const PolicyDecision> checks,
                                                  const ResponseContext& context = {}) const {
         std::vector<Header> out;
-        std::string pk;
-        if (options_.partitionKey && !context.clientKey.empty()) {
-            const detail::Digest128 h = detail::SipHash128(
-                options_.partitionKeySecret[0], options_.partitionKeySecret[1])(context.clientKey);
-            std::string raw(16, '\0');
-            for (std::size_t i = 0; i < 8; ++i) {
-                raw[i] = static_cast<char>((h.high >> (56 - 8 * i)) & 0xffU);
-                raw[8 + i] = static_cast<char>((h.low >> (56 - 8 * i)) & 0xffU);
-            }
-            pk = ";pk=";
-            detail::appendSfByteSequence(pk, raw);
-        }
+        const std::string pk = partitionKeyParameter(context);
 
         bool allowed = true;
         const PolicyDecision* binding = nullptr;
@@ -254,26 +282,11 @@ public:
             if (c.decision.degraded) {
                 continue;
             }
-            if (binding == nullptr || (binding->decision.allowed && !c.decision.allowed) ||
-                (binding->decision.allowed == c.decision.allowed && c.decision.allowed &&
-                 c.decision.remaining < binding->decision.remaining)) {
+            if (binds(c, binding)) {
                 binding = &c;
             }
             if (options_.draftFields) {
-                appendMember(policyField, c.policy->name);
-                policyField.append(";q=").append(
-                    std::to_string(detail::clampSfInteger(c.policy->quota)));
-                const std::int64_t w = c.policy->window.count();
-                if (w > 0 && w % 1'000'000'000 == 0) {
-                    policyField.append(";w=").append(std::to_string(w / 1'000'000'000));
-                }
-                policyField.append(pk);
-                appendMember(limitField, c.policy->name);
-                limitField.append(";r=")
-                    .append(std::to_string(detail::clampSfInteger(c.decision.remaining)))
-                    .append(";t=")
-                    .append(std::to_string(effectiveWindow(c.decision)))
-                    .append(pk);
+                appendDraftMembers(policyField, limitField, c, pk);
             }
         }
         if (!policyField.empty()) {
@@ -281,36 +294,10 @@ public:
             out.push_back({"RateLimit", std::move(limitField)});
         }
         if (options_.legacyFields && binding != nullptr) {
-            const Decision& d = binding->decision;
-            std::int64_t reset = effectiveWindow(d);
-            if (options_.legacyReset == HeaderOptions::Reset::kEpochSeconds) {
-                const auto now = context.now == std::chrono::system_clock::time_point{}
-                                     ? std::chrono::system_clock::now()
-                                     : context.now;
-                const std::int64_t nowSeconds =
-                    std::chrono::ceil<std::chrono::seconds>(now.time_since_epoch()).count();
-                reset = detail::clampSfInteger(nowSeconds + reset);
-            }
-            out.push_back({"X-RateLimit-Limit",
-                           std::to_string(detail::clampSfInteger(binding->policy->quota))});
-            out.push_back(
-                {"X-RateLimit-Remaining", std::to_string(detail::clampSfInteger(d.remaining))});
-            out.push_back({"X-RateLimit-Reset", std::to_string(reset)});
+            appendLegacyFields(out, *binding, context);
         }
         if (!allowed && options_.retryAfter) {
-            std::optional<std::int64_t> wait = 0;
-            for (const PolicyDecision& c : checks) {
-                if (c.policy == nullptr || c.decision.allowed) {
-                    continue;
-                }
-                const std::optional<std::int64_t> s = retryAfterSeconds(c.decision);
-                if (!s) {
-                    wait.reset();  // can never pass: no wait helps
-                    break;
-                }
-                wait = *s > *wait ? *s : *wait;
-            }
-            if (wait && *wait > 0) {
+            if (const std::optional<std::int64_t> wait = longestWait(checks); wait && *wait > 0) {
                 out.push_back({"Retry-After", std::to_string(*wait + jitter(context, *wait))});
             }
         }
@@ -328,6 +315,87 @@ public:
     [[nodiscard]] const HeaderOptions& options() const noexcept { return options_; }
 
 private:
+    /// `;pk=:…:` (a keyed hash of the client key) when enabled and there is a key, else empty.
+    [[nodiscard]] std::string partitionKeyParameter(const ResponseContext& context) const {
+        if (!options_.partitionKey || context.clientKey.empty()) {
+            return {};
+        }
+        const detail::Digest128 h = detail::SipHash128(
+            options_.partitionKeySecret[0], options_.partitionKeySecret[1])(context.clientKey);
+        std::string pk = ";pk=";
+        detail::appendSfByteSequence(pk, detail::digestBytes(h));
+        return pk;
+    }
+
+    /// True when `c` binds rather than `binding` (the policy so far): the first refusal, else
+    /// the one with the least remaining.
+    static bool binds(const PolicyDecision& c, const PolicyDecision* binding) noexcept {
+        if (binding == nullptr) {
+            return true;
+        }
+        const Decision& now = c.decision;
+        const Decision& before = binding->decision;
+        if (before.allowed != now.allowed) {
+            return !now.allowed;
+        }
+        return now.allowed && now.remaining < before.remaining;
+    }
+
+    /// One list member of `RateLimit-Policy` and one of `RateLimit` for `c`.
+    static void appendDraftMembers(std::string& policyField, std::string& limitField,
+                                   const PolicyDecision& c, std::string_view pk) {
+        appendMember(policyField, c.policy->name);
+        policyField.append(";q=").append(std::to_string(detail::clampSfInteger(c.policy->quota)));
+        const std::int64_t w = c.policy->window.count();
+        if (w > 0 && w % 1'000'000'000 == 0) {
+            policyField.append(";w=").append(std::to_string(w / 1'000'000'000));
+        }
+        policyField.append(pk);
+        appendMember(limitField, c.policy->name);
+        limitField.append(";r=")
+            .append(std::to_string(detail::clampSfInteger(c.decision.remaining)))
+            .append(";t=")
+            .append(std::to_string(effectiveWindow(c.decision)))
+            .append(pk);
+    }
+
+    /// `X-RateLimit-Limit/Remaining/Reset` of the binding policy.
+    void appendLegacyFields(std::vector<Header>& out, const PolicyDecision& binding,
+                            const ResponseContext& context) const {
+        const Decision& d = binding.decision;
+        std::int64_t reset = effectiveWindow(d);
+        if (options_.legacyReset == HeaderOptions::Reset::kEpochSeconds) {
+            const auto now = context.now == std::chrono::system_clock::time_point{}
+                                 ? std::chrono::system_clock::now()
+                                 : context.now;
+            const std::int64_t nowSeconds =
+                std::chrono::ceil<std::chrono::seconds>(now.time_since_epoch()).count();
+            reset = detail::clampSfInteger(nowSeconds + reset);
+        }
+        out.push_back(
+            {"X-RateLimit-Limit", std::to_string(detail::clampSfInteger(binding.policy->quota))});
+        out.push_back(
+            {"X-RateLimit-Remaining", std::to_string(detail::clampSfInteger(d.remaining))});
+        out.push_back({"X-RateLimit-Reset", std::to_string(reset)});
+    }
+
+    /// The longest wait among the refusals in whole seconds; nullopt when one can never pass
+    /// (no wait helps).
+    static std::optional<std::int64_t> longestWait(std::span<const PolicyDecision> checks) {
+        std::int64_t wait = 0;
+        for (const PolicyDecision& c : checks) {
+            if (c.policy == nullptr || c.decision.allowed) {
+                continue;
+            }
+            const std::optional<std::int64_t> s = retryAfterSeconds(c.decision);
+            if (!s) {
+                return std::nullopt;
+            }
+            wait = *s > wait ? *s : wait;
+        }
+        return wait;
+    }
+
     static void appendMember(std::string& field, std::string_view name) {
         if (!field.empty()) {
             field.append(", ");
@@ -345,13 +413,17 @@ private:
         return detail::clampSfInteger(detail::ceilSeconds(d.resetAfter));
     }
 
-    std::int64_t jitter(const ResponseContext& context, std::int64_t wait) const noexcept {
+    [[nodiscard]] std::int64_t jitter(const ResponseContext& context,
+                                      std::int64_t wait) const noexcept {
+        // The first SipHash key word of the jitter: "jitter01" in ASCII, fixed so that a
+        // client's jitter is the same on every server.
+        constexpr std::uint64_t kJitterHashKey = 0x6a69747465723031ULL;
         const std::int64_t max = options_.retryAfterJitter.count();
         if (max <= 0) {
             return 0;
         }
-        const detail::Digest128 h = detail::SipHash128(
-            0x6a69747465723031ULL, static_cast<std::uint64_t>(wait))(context.clientKey);
+        const detail::Digest128 h =
+            detail::SipHash128(kJitterHashKey, static_cast<std::uint64_t>(wait))(context.clientKey);
         return static_cast<std::int64_t>(h.low % static_cast<std::uint64_t>(max + 1));
     }
 

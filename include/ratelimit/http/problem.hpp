@@ -15,53 +15,107 @@ inline namespace v1 {
 
 namespace detail {
 
+/// Byte values of RFC 3629 (UTF-8), section 4, and of RFC 8259 (JSON), section 7.
+namespace utf8 {
+/// JSON escapes every byte below this (U+0000 … U+001F).
+inline constexpr unsigned kFirstUnescaped = 0x20;
+/// Bytes from here on are not ASCII.
+inline constexpr unsigned kFirstNonAscii = 0x80;
+/// A continuation byte: 10xxxxxx.
+inline constexpr unsigned kContinuationFirst = 0x80;
+inline constexpr unsigned kContinuationLast = 0xbf;
+/// Lead bytes of two-byte sequences (0xc0 and 0xc1 would only start overlong forms).
+inline constexpr unsigned kLead2First = 0xc2;
+inline constexpr unsigned kLead2Last = 0xdf;
+/// Lead bytes of three-byte sequences.
+inline constexpr unsigned kLead3First = 0xe0;
+inline constexpr unsigned kLead3Last = 0xef;
+/// Lead bytes of four-byte sequences (above 0xf4 the code point would pass U+10FFFF).
+inline constexpr unsigned kLead4First = 0xf0;
+inline constexpr unsigned kLead4Last = 0xf4;
+/// After 0xe0 the second byte starts at 0xa0 (no overlong three-byte forms).
+inline constexpr unsigned kAfterE0First = 0xa0;
+/// After 0xed the second byte ends at 0x9f (no UTF-16 surrogates).
+inline constexpr unsigned kLeadBeforeSurrogates = 0xed;
+inline constexpr unsigned kAfterEdLast = 0x9f;
+/// After 0xf0 the second byte starts at 0x90 (no overlong four-byte forms).
+inline constexpr unsigned kAfterF0First = 0x90;
+/// After 0xf4 the second byte ends at 0x8f (nothing above U+10FFFF).
+inline constexpr unsigned kAfterF4Last = 0x8f;
+/// The low four bits of a byte, one hex digit.
+inline constexpr unsigned kNibbleMask = 0xf;
+}  // namespace utf8
+
+/// What a lead byte says about the well-formed sequence it starts: its length (0 when the byte
+/// cannot start one) and the range its second byte must fall in.
+struct Utf8Lead {
+    std::size_t length = 0;
+    unsigned secondFirst = utf8::kContinuationFirst;
+    unsigned secondLast = utf8::kContinuationLast;
+};
+
+constexpr Utf8Lead utf8Lead(unsigned c) noexcept {
+    if (c >= utf8::kLead2First && c <= utf8::kLead2Last) {
+        return {2};
+    }
+    if (c >= utf8::kLead3First && c <= utf8::kLead3Last) {
+        return {3, c == utf8::kLead3First ? utf8::kAfterE0First : utf8::kContinuationFirst,
+                c == utf8::kLeadBeforeSurrogates ? utf8::kAfterEdLast : utf8::kContinuationLast};
+    }
+    if (c >= utf8::kLead4First && c <= utf8::kLead4Last) {
+        return {4, c == utf8::kLead4First ? utf8::kAfterF0First : utf8::kContinuationFirst,
+                c == utf8::kLead4Last ? utf8::kAfterF4Last : utf8::kContinuationLast};
+    }
+    return {};
+}
+
+/// The length of the well-formed UTF-8 sequence at `s[i]`, or 0 when there is none (RFC 3629).
+constexpr std::size_t wellFormedUtf8Length(std::string_view s, std::size_t i) noexcept {
+    const Utf8Lead lead = utf8Lead(static_cast<unsigned char>(s[i]));
+    if (lead.length == 0 || i + lead.length > s.size()) {
+        return 0;
+    }
+    for (std::size_t k = 1; k < lead.length; ++k) {
+        const unsigned b = static_cast<unsigned char>(s[i + k]);
+        const unsigned first = k == 1 ? lead.secondFirst : utf8::kContinuationFirst;
+        const unsigned last = k == 1 ? lead.secondLast : utf8::kContinuationLast;
+        if (b < first || b > last) {
+            return 0;
+        }
+    }
+    return lead.length;
+}
+
+/// Appends `c`, a control character, as `\u00XX`.
+inline void appendJsonControlEscape(std::string& out, unsigned c) {
+    constexpr std::string_view kHex = "0123456789abcdef";
+    out.append(R"(\u00)");
+    out.push_back(kHex[c >> 4U]);
+    out.push_back(kHex[c & utf8::kNibbleMask]);
+}
+
 /// Appends `s` as a JSON string. Control characters are escaped; invalid UTF-8 becomes U+FFFD,
 /// so the document stays valid whatever the bytes.
 inline void appendJsonString(std::string& out, std::string_view s) {
-    constexpr std::string_view kHex = "0123456789abcdef";
     out.push_back('"');
     for (std::size_t i = 0; i < s.size();) {
-        const auto c = static_cast<unsigned char>(s[i]);
+        const unsigned c = static_cast<unsigned char>(s[i]);
         if (c == '"' || c == '\\') {
             out.push_back('\\');
             out.push_back(static_cast<char>(c));
             ++i;
-        } else if (c < 0x20) {
-            out.append("\\u00");
-            out.push_back(kHex[c >> 4U]);
-            out.push_back(kHex[c & 0xfU]);
+        } else if (c < utf8::kFirstUnescaped) {
+            appendJsonControlEscape(out, c);
             ++i;
-        } else if (c < 0x80) {
+        } else if (c < utf8::kFirstNonAscii) {
             out.push_back(static_cast<char>(c));
             ++i;
+        } else if (const std::size_t n = wellFormedUtf8Length(s, i); n > 0) {
+            out.append(s.substr(i, n));
+            i += n;
         } else {
-            // The length of a well-formed UTF-8 sequence starting here, or 0 (RFC 3629).
-            std::size_t n = 0;
-            unsigned lo = 0x80;
-            unsigned hi = 0xbf;
-            if (c >= 0xc2 && c <= 0xdf) {
-                n = 2;
-            } else if (c >= 0xe0 && c <= 0xef) {
-                n = 3;
-                lo = c == 0xe0 ? 0xa0 : 0x80;
-                hi = c == 0xed ? 0x9f : 0xbf;
-            } else if (c >= 0xf0 && c <= 0xf4) {
-                n = 4;
-                lo = c == 0xf0 ? 0x90 : 0x80;
-                hi = c == 0xf4 ? 0x8f : 0xbf;
-            }
-            bool ok = n > 0 && i + n <= s.size();
-            for (std::size_t k = 1; ok && k < n; ++k) {
-                const auto b = static_cast<unsigned char>(s[i + k]);
-                ok = k == 1 ? (b >= lo && b <= hi) : (b >= 0x80 && b <= 0xbf);
-            }
-            if (ok) {
-                out.append(s.substr(i, n));
-                i += n;
-            } else {
-                out.append("\\ufffd");
-                ++i;
-            }
+            out.append(R"(\ufffd)");
+            ++i;
         }
     }
     out.push_back('"');
@@ -82,14 +136,14 @@ inline constexpr std::string_view kQuotaExceededType =
 /// refused). Any bytes in the names are escaped into valid JSON.
 [[nodiscard]] inline std::string problemJson(std::span<const std::string_view> violatedPolicies,
                                              std::optional<std::int64_t> retryAfter = {}) {
-    std::string out = "{\"type\":";
+    std::string out = R"({"type":)";
     detail::appendJsonString(out, kQuotaExceededType);
-    out.append(",\"title\":\"Request cannot be satisfied as assigned quota has been exceeded\"");
-    out.append(",\"status\":429,\"detail\":");
+    out.append(R"(,"title":"Request cannot be satisfied as assigned quota has been exceeded")");
+    out.append(R"(,"status":429,"detail":)");
     detail::appendJsonString(
         out, retryAfter ? "Too many requests; retry in " + std::to_string(*retryAfter) + " seconds."
                         : std::string("Too many requests."));
-    out.append(",\"violated-policies\":[");
+    out.append(R"(,"violated-policies":[)");
     for (std::size_t i = 0; i < violatedPolicies.size(); ++i) {
         if (i > 0) {
             out.push_back(',');

@@ -62,6 +62,11 @@ struct RequestInfo {
     std::string_view tier;
 };
 
+/// The HTTP status codes of a `Verdict`: 200 OK (RFC 9110 section 15.3.1) when the request may
+/// go on, 429 Too Many Requests (RFC 6585 section 4) when refused.
+inline constexpr int kStatusOk = 200;
+inline constexpr int kStatusTooManyRequests = 429;
+
 /// The answer for one request: whether to go on, and what to add to the response.
 struct Verdict {
     /// A rule applied (false: skipped path, allow-listed client or no matching rule).
@@ -69,7 +74,7 @@ struct Verdict {
     /// Go on with the request; otherwise answer `status` with `body`.
     bool allowed = true;
     /// 429 when refused.
-    int status = 200;
+    int status = kStatusOk;
     /// Fields for the response, whatever its status.
     std::vector<Header> headers;
     /// The 429 body and its content type (empty when allowed).
@@ -193,7 +198,7 @@ public:
             return v;
         }
         v.allowed = false;
-        v.status = 429;
+        v.status = kStatusTooManyRequests;
         if (problemDetails_) {
             v.body = problemJson(violated, retryAfterSeconds(*refusal));
             v.contentType = kProblemContentType;
