@@ -1,6 +1,7 @@
 // Tests of include/ratelimit/any_limiter.hpp: an AnyLimiter makes exactly the decisions of the
 // Limiter it wraps, for every algorithm chosen by name, and copies share one limiter.
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <stdexcept>
@@ -22,9 +23,9 @@ using ratelimit::Limit;
 using ratelimit::ManualClock;
 using ratelimit::MemoryStorage;
 
-constexpr Algorithm kAll[] = {Algorithm::kFixedWindow, Algorithm::kSlidingLog,
-                              Algorithm::kSlidingCounter, Algorithm::kTokenBucket,
-                              Algorithm::kLeakyBucket};
+constexpr std::array kAll{Algorithm::kFixedWindow, Algorithm::kSlidingLog,
+                          Algorithm::kSlidingCounter, Algorithm::kTokenBucket,
+                          Algorithm::kLeakyBucket};
 
 template <class Model>
 void checkSameDecisions(Algorithm algorithm) {

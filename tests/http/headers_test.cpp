@@ -2,6 +2,7 @@
 // (draft-ietf-httpapi-ratelimit-headers-11, sections 3.2 and 4.2), RFC 9651 escaping of odd
 // policy names, Retry-After rounding, degraded decisions, the legacy fields, pk and jitter.
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -84,8 +85,8 @@ TEST_CASE("RateLimit headers: several policies in one field, as the draft's exam
     // members separated by ", "; parsers accept both).
     const QuotaPolicy perMin = QuotaPolicy::forLimit("permin", Limit::perMinute(50));
     const QuotaPolicy perHr = QuotaPolicy::forLimit("perhr", Limit::perHour(1000));
-    const PolicyDecision checks[] = {{&perMin, allowed(50, 49, 60s)},
-                                     {&perHr, allowed(1000, 3, 3600s)}};
+    const std::array<PolicyDecision, 2> checks{
+        {{&perMin, allowed(50, 49, 60s)}, {&perHr, allowed(1000, 3, 3600s)}}};
     const std::vector<Header> h = RateLimitHeaders{}(checks, kAt);
     CHECK(field(h, "RateLimit-Policy") == R"("permin";q=50;w=60, "perhr";q=1000;w=3600)");
     CHECK(field(h, "RateLimit") == R"("permin";r=49;t=60, "perhr";r=3;t=3600)");
@@ -96,8 +97,8 @@ TEST_CASE("RateLimit headers: several policies in one field, as the draft's exam
     // 3.2: "burst";q=100;w=60,"daily";q=1000;w=86400, the daily one refusing.
     const QuotaPolicy burst{"burst", 100, 60s};
     const QuotaPolicy daily = QuotaPolicy::forLimit("daily", Limit::perDay(1000));
-    const PolicyDecision both[] = {{&burst, allowed(100, 99, 60s)},
-                                   {&daily, refused(1000, 3599s, 86400s)}};
+    const std::array<PolicyDecision, 2> both{
+        {{&burst, allowed(100, 99, 60s)}, {&daily, refused(1000, 3599s, 86400s)}}};
     const std::vector<Header> r = RateLimitHeaders{}(both, kAt);
     CHECK(field(r, "RateLimit-Policy") == R"("burst";q=100;w=60, "daily";q=1000;w=86400)");
     CHECK(field(r, "RateLimit") == R"("burst";r=99;t=60, "daily";r=0;t=3599)");
@@ -155,9 +156,9 @@ TEST_CASE("Retry-After: whole seconds rounded up, never 0, none for a request th
     CHECK(ratelimit::http::retryAfterSeconds(refused(5, 2500ms, 3s)) == 3);
     // Two refusals: the longer wait; one of them a never: no Retry-After at all.
     const QuotaPolicy q{"q", 5, 60s};
-    const PolicyDecision two[] = {{&p, refused(5, 3s, 3s)}, {&q, refused(5, 7s, 7s)}};
+    const std::array<PolicyDecision, 2> two{{{&p, refused(5, 3s, 3s)}, {&q, refused(5, 7s, 7s)}}};
     CHECK(field(write(two, kAt), "Retry-After") == "7");
-    const PolicyDecision withNever[] = {{&p, refused(5, 3s, 3s)}, {&q, never}};
+    const std::array<PolicyDecision, 2> withNever{{{&p, refused(5, 3s, 3s)}, {&q, never}}};
     CHECK_FALSE(field(write(withNever, kAt), "Retry-After"));
 }
 
@@ -175,7 +176,7 @@ TEST_CASE("RateLimit headers: a degraded decision omits the RateLimit fields",
     CHECK(c[0] == Header{"Retry-After", "1"});
     // One degraded policy among healthy ones: only the healthy ones are advertised.
     const QuotaPolicy q{"q", 9, 1s};
-    const PolicyDecision mixed[] = {{&p, open}, {&q, allowed(9, 8, 1s)}};
+    const std::array<PolicyDecision, 2> mixed{{{&p, open}, {&q, allowed(9, 8, 1s)}}};
     const std::vector<Header> m = RateLimitHeaders{}(mixed, kAt);
     CHECK(field(m, "RateLimit") == R"("q";r=8;t=1)");
     CHECK(field(m, "X-RateLimit-Limit") == "9");
@@ -252,7 +253,7 @@ TEST_CASE("RateLimit headers: pk is a keyed hash as an RFC 9651 byte sequence",
 }
 
 TEST_CASE("Problem details: quota-exceeded JSON and a plain body", "[unit][http][problem]") {
-    const std::string_view names[] = {"daily", "bandwidth"};
+    const std::array<std::string_view, 2> names{"daily", "bandwidth"};
     CHECK(ratelimit::http::problemJson(names, 30) ==
           R"({"type":"https://iana.org/assignments/http-problem-types#quota-exceeded",)"
           R"("title":"Request cannot be satisfied as assigned quota has been exceeded",)"

@@ -3,7 +3,6 @@
 // plain HTTP/1.1 client over a socket. No sleeps: the limits never refill during the test.
 
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -50,8 +49,8 @@ TEST_CASE("HTTP server example: limits, headers, 429 with Retry-After, /health a
         CHECK(refused.status == 429);
         const std::optional<std::string> retry = refused.header("Retry-After");
         REQUIRE(retry);
-        CHECK(std::atoi(retry->c_str()) >= 1);
-        CHECK(std::atoi(retry->c_str()) <= 3600);
+        CHECK(std::stoi(*retry) >= 1);
+        CHECK(std::stoi(*retry) <= 3600);
         CHECK(refused.header("Content-Type") == "application/problem+json");
         CHECK(refused.body.find("quota-exceeded") != std::string::npos);
         CHECK(refused.body.find(R"("violated-policies":["login"])") != std::string::npos);
