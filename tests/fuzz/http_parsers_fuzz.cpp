@@ -135,7 +135,7 @@ void fuzzWriters(std::string_view text) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-    const std::string_view text(reinterpret_cast<const char*>(data), size);
+    const std::string text(data, data + size);
     fuzzAddresses(text);
     fuzzIdentity(text);
     fuzzPath(text);
