@@ -96,3 +96,23 @@ TEST_CASE("narrowDivide: 128-bit dividends with a 64-bit quotient", "[unit][deta
         }
     }
 }
+
+TEST_CASE("floorMod: the offset into an epoch-aligned window, also below zero and at the ends",
+          "[unit][detail]") {
+    using ratelimit::detail::floorMod;
+    constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
+    for (const std::int64_t d : edgeDivisors()) {
+        for (const std::int64_t n :
+             {kMin, kMin + 1, std::int64_t{-1}, std::int64_t{0}, d - 1, kMax, -d, -d + 1, -d - 1}) {
+            const std::int64_t r = floorMod(n, d);
+            CAPTURE(n, d, r);
+            CHECK(r >= 0);
+            CHECK(r < d);
+            // n − r is the window's start: a multiple of d at or below n (exact in 128 bits).
+            const auto start = ratelimit::detail::Int128{n} - r;
+            CHECK(start % d == 0);
+        }
+    }
+    CHECK(floorMod(-1, 60) == 59);
+    CHECK(floorMod(kMin, (std::int64_t{1} << 62) - 1) == (std::int64_t{1} << 62) - 3);
+}

@@ -82,17 +82,17 @@ std::optional<Fields> fieldsOf(const LeakyBucketModel::State& s) {
 }
 
 std::optional<Fields> fieldsOf(const FixedWindowModel::State& s) {
-    if (s.start == 0 && s.last == 0 && s.used == 0) {
+    if (s.into == 0 && s.last == 0 && s.used == 0) {
         return std::nullopt;
     }
-    return Fields{{"start", str(s.start)}, {"last", str(s.last)}, {"used", str(s.used)}};
+    return Fields{{"start", str(s.last - s.into)}, {"last", str(s.last)}, {"used", str(s.used)}};
 }
 
 std::optional<Fields> fieldsOf(const SlidingCounterModel::State& s) {
-    if (s.start == 0 && s.last == 0 && s.previous == 0 && s.current == 0) {
+    if (s.into == 0 && s.last == 0 && s.previous == 0 && s.current == 0) {
         return std::nullopt;
     }
-    return Fields{{"start", str(s.start)},
+    return Fields{{"start", str(s.last - s.into)},
                   {"last", str(s.last)},
                   {"prev", str(s.previous)},
                   {"curr", str(s.current)}};
@@ -235,7 +235,7 @@ std::int64_t ceilMs(std::int64_t us) { return us / 1000 + (us % 1000 != 0 ? 1 : 
 template <class Model>
 std::int64_t keepUs(const typename Model::State& stored, const Quota& q, std::int64_t reset) {
     if constexpr (std::is_same_v<Model, ratelimit::FixedWindowModel>) {
-        const std::int64_t end = stored.start + q.period;
+        const std::int64_t end = stored.last - stored.into + q.period;
         return reset + ((-end % q.period) + q.period) % q.period;
     } else {
         return reset;

@@ -15,7 +15,10 @@ inline namespace v1 {
 /// epoch (floor division, also before it). Cheapest and simplest; admits up to 2×count across
 /// a window edge.
 ///
-/// State (24 bytes): the key's window start, the tick of its last write and the count used.
+/// State (24 bytes): the tick of the key's last write, how far into its window that write was,
+/// and the count used. Holding the offset rather than the window's start keeps every window
+/// representable: the window holding INT64_MIN starts below it when the period does not divide
+/// 2^63.
 /// After a step back the key's window shifts by the step, keeping the time it had left, and
 /// its next windows follow the shifted one until an epoch-aligned window no longer overlaps
 /// it: realigning at once would reopen the aligned window the key already used (a clock
@@ -26,8 +29,8 @@ struct FixedWindowModel {
     static constexpr bool kBucket = false;
 
     struct State {
-        Tick start = 0;
         Tick last = 0;
+        Tick into = 0;          ///< `last` − the window's start: 0 <= into < period
         std::int64_t used = 0;  ///< 0 marks a fresh key
     };
 
@@ -35,7 +38,7 @@ struct FixedWindowModel {
                                                  std::int64_t cost) noexcept {
         State view = state;
         const bool steppedBack = rebaseAndRoll(view, q, now);
-        const Tick left = q.period - detail::satSub(now, view.start);
+        const Tick left = q.period - view.into;
         const Tick reset = view.used > 0 ? left : 0;
         if (cost > q.count) {
             return detail::decision(q, false, q.count, q.count - view.used, detail::kNeverTicks,
@@ -44,7 +47,6 @@ struct FixedWindowModel {
         if (view.used + cost <= q.count) {
             if (cost > 0) {
                 view.used += cost;
-                view.last = now;
                 state = view;
             }
             return detail::decision(q, true, q.count, q.count - view.used, 0,
@@ -123,8 +125,8 @@ end
     /// Fresh once the window is over and the aligned window holding `now` starts after it
     /// (the same thing for an aligned window; later for one shifted by a step back).
     static bool isFresh(const State& state, const Quota& q, Tick now) noexcept {
-        return state.used == 0 || (now >= state.last && detail::alignedStart(now, q.period) >=
-                                                            detail::satAdd(state.start, q.period));
+        return state.used == 0 ||
+               (now >= state.last && elapsed(state, now) - q.period >= alignedInto(now, q));
     }
 
     static Tick lastWrite(const State& state) noexcept {
@@ -134,23 +136,35 @@ end
     static ModelRange range(const Quota& q) noexcept { return {q.period, q.count}; }
 
 private:
-    /// Shifts the window after a step back, then starts a new window when the key's window
-    /// is over (aligned, unless that would overlap the shifted one) or the key is fresh.
+    /// How far `now` lies into the window of the key's last write (saturated).
+    static Tick elapsed(const State& s, Tick now) noexcept {
+        return detail::satAdd(s.into, detail::satSub(now, s.last));
+    }
+
+    /// How far `now` lies into its epoch-aligned window.
+    static Tick alignedInto(Tick now, const Quota& q) noexcept {
+        return detail::floorMod(now, q.period);
+    }
+
+    /// Moves the view to `now` (`last = now`, `into` = how far `now` is into the key's window):
+    /// after a step back no time passed, so the window shifts by the step; a window that is
+    /// over gives way to the aligned one holding `now`, unless that would overlap the shifted
+    /// one, which the next window then follows; a fresh key starts in the aligned window.
     /// Returns whether it rebased.
     static bool rebaseAndRoll(State& s, const Quota& q, Tick now) noexcept {
         const bool steppedBack = s.used > 0 && now < s.last;
-        if (steppedBack) {
-            const Tick step = detail::satSub(s.last, now);
-            s.start = detail::satSub(s.start, step);
-            s.last = now;
+        if (s.used == 0) {
+            s.into = alignedInto(now, q);
+        } else if (!steppedBack) {
+            const Tick e = elapsed(s, now);
+            if (e >= q.period) {
+                s.used = 0;
+                s.into = std::min(alignedInto(now, q), e - q.period);
+            } else {
+                s.into = e;
+            }
         }
-        const Tick aligned = detail::alignedStart(now, q.period);
-        if (s.used > 0 && detail::satSub(now, s.start) >= q.period) {
-            s.used = 0;
-            s.start = std::max(aligned, detail::satAdd(s.start, q.period));
-        } else if (s.used == 0) {
-            s.start = aligned;
-        }
+        s.last = now;
         return steppedBack;
     }
 };

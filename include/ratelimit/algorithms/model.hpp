@@ -116,11 +116,6 @@ RATELIMIT_ALWAYS_INLINE Decision decision(const Quota& q, bool allowed, std::int
 
 inline constexpr Tick kNeverTicks = -1;
 
-/// Start of the epoch-aligned window of length `w` holding `now` (floor, also below zero).
-inline Tick alignedStart(Tick now, Tick w) noexcept {
-    return clampToInt64(Int128{floorDiv(now, w)} * w);
-}
-
 /// The bucket decision shared by the token bucket and GCRA, which differ only in how they
 /// store the `deficit` (units below full at `now`, already refilled).
 struct BucketOutcome {

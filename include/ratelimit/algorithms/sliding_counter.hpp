@@ -16,15 +16,16 @@ inline namespace v1 {
 ///
 /// With `e = now − start`, allowed iff `prev·(W − e) ≤ (count − curr − cost)·W`, in integers.
 /// At exactly a window start the previous window weighs fully.
-/// State (32 bytes): window start, last write, previous and current counts.
+/// State (32 bytes): last write, how far into its window that write was (not the window's
+/// start, which may lie below INT64_MIN), previous and current counts.
 /// Thread safety: stateless; `step` is a pure function of its arguments.
 struct SlidingCounterModel {
     static constexpr std::string_view kName = "sliding_counter";
     static constexpr bool kBucket = false;
 
     struct State {
-        Tick start = 0;
         Tick last = 0;
+        Tick into = 0;  ///< `last` − the current window's start: 0 <= into < period
         std::int64_t previous = 0;
         std::int64_t current = 0;
     };
@@ -35,7 +36,7 @@ struct SlidingCounterModel {
         State view = state;
         const bool steppedBack = rebaseAndRoll(view, q, now);
         const Tick w = q.period;
-        const Tick e = now - view.start;  // 0 <= e < w after the roll
+        const Tick e = view.into;  // 0 <= e < w after the roll
         const Int128 weighted = Int128{view.previous} * (w - e);
         // floor((count·W − weighted) / W) = count − ceil(weighted / W); weighted / W <= previous,
         // so the quotient fits 64 bits, and a key with no previous window divides nothing.
@@ -49,7 +50,6 @@ struct SlidingCounterModel {
         if (cost == 0 || weighted <= Int128{q.count - view.current - cost} * w) {
             if (cost > 0) {
                 view.current += cost;
-                view.last = now;
                 state = view;
             }
             return detail::decision(q, true, q.count, remaining - cost, 0,
@@ -152,7 +152,7 @@ end
             return true;
         }
         const Tick span = state.current > 0 ? 2 * q.period : q.period;
-        return now >= state.last && detail::satSub(now, state.start) >= span;
+        return now >= state.last && elapsed(state, now) >= span;
     }
 
     static Tick lastWrite(const State& state) noexcept {
@@ -186,27 +186,34 @@ private:
         return static_cast<std::int64_t>(detail::narrowDivide(un + d - 1, d));
     }
 
-    /// Shifts the windows after a step back; moves them forward to `now`; re-aligns a fresh key
-    /// to the epoch. Returns whether it rebased.
+    /// How far `now` lies into the window of the key's last write (saturated).
+    static Tick elapsed(const State& s, Tick now) noexcept {
+        return detail::satAdd(s.into, detail::satSub(now, s.last));
+    }
+
+    /// Moves the view to `now` (`last = now`, `into` = how far `now` is into the current
+    /// window): after a step back no time passed, so the windows shift by the step; windows
+    /// that are over roll forward; a fresh key starts in the epoch-aligned window holding `now`.
+    /// Returns whether it rebased.
     static bool rebaseAndRoll(State& s, const Quota& q, Tick now) noexcept {
         const bool steppedBack = (s.previous > 0 || s.current > 0) && now < s.last;
-        if (steppedBack) {
-            const Tick step = detail::satSub(s.last, now);
-            s.start = detail::satSub(s.start, step);
-            s.last = now;
-        }
-        const Tick e = detail::satSub(now, s.start);
-        if (e >= 2 * q.period) {
-            s.previous = 0;
-            s.current = 0;
-        } else if (e >= q.period) {
-            s.previous = s.current;
-            s.current = 0;
-            s.start += q.period;
+        if (!steppedBack) {
+            const Tick e = elapsed(s, now);
+            if (e >= 2 * q.period) {
+                s.previous = 0;
+                s.current = 0;
+            } else if (e >= q.period) {
+                s.previous = s.current;
+                s.current = 0;
+                s.into = e - q.period;
+            } else {
+                s.into = e;
+            }
         }
         if (s.previous == 0 && s.current == 0) {
-            s.start = detail::alignedStart(now, q.period);
+            s.into = detail::floorMod(now, q.period);
         }
+        s.last = now;
         return steppedBack;
     }
 };

@@ -21,6 +21,13 @@ constexpr std::int64_t floorDiv(std::int64_t n, std::int64_t d) noexcept {
     return (n % d != 0 && n < 0) ? q - 1 : q;
 }
 
+/// n mod d in [0, d), also for negative n (C++ `%` takes the dividend's sign). Precondition:
+/// d > 0.
+constexpr std::int64_t floorMod(std::int64_t n, std::int64_t d) noexcept {
+    const std::int64_t r = n % d;
+    return r < 0 ? r + d : r;
+}
+
 /// Ceiling division of non-negative values. Precondition: n >= 0, d > 0.
 constexpr std::int64_t ceilDiv(std::int64_t n, std::int64_t d) noexcept {
     return n / d + (n % d != 0 ? 1 : 0);
