@@ -10,9 +10,10 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -60,11 +61,16 @@ inline std::string xmlEscape(std::string_view s) {
     return out;
 }
 
-/// A coordinate with one decimal.
+/// The longest a double gets with one decimal: a sign, 309 digits, the point and the decimal.
+inline constexpr std::size_t kMaxFixedChars =
+    static_cast<std::size_t>(std::numeric_limits<double>::max_exponent10) + 4;
+
+/// A coordinate with one decimal, as `%.1f` writes it in the "C" locale whatever the global one.
 inline std::string px(double v) {
-    std::array<char, 32> buffer{};
-    std::snprintf(buffer.data(), buffer.size(), "%.1f", v);
-    return buffer.data();
+    std::array<char, kMaxFixedChars> buffer{};
+    const std::to_chars_result written =
+        std::to_chars(buffer.data(), buffer.data() + buffer.size(), v, std::chars_format::fixed, 1);
+    return {buffer.data(), written.ptr};
 }
 
 /// The step function "units admitted on `key` in (t − period, t]" as (time, value) changes.
