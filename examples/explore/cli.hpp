@@ -10,6 +10,7 @@
 #include <fstream>
 #include <optional>
 #include <ostream>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -102,109 +103,138 @@ inline std::vector<std::string> demoArguments() {
     return {"--rule", "10/min", "--traffic", "0s:10 30s:5 70s:5"};
 }
 
-/// Parses the arguments (without the program name). Throws: `UsageError` for an unknown option
-/// or a missing value, `InputError` for a bad rule, rate, burst or algorithm name.
-inline CommandLine parseCommandLine(const std::vector<std::string>& args) {
-    CommandLine cl;
-    bool steady = false;
-    for (std::size_t i = 0; i < args.size(); ++i) {
-        std::string option = args[i];
-        std::optional<std::string> attached;
-        if (const std::size_t eq = option.find('=');
-            option.rfind("--", 0) == 0 && eq != std::string::npos) {
-            attached = option.substr(eq + 1);
-            option.resize(eq);
+namespace detail {
+
+/// Walks the arguments as options with their values, `--name value` or `--name=value`.
+class OptionCursor {
+public:
+    explicit OptionCursor(std::span<const std::string> args) : args_(args) {}
+
+    /// Moves to the next option; false after the last.
+    bool next() {
+        if (next_ >= args_.size()) {
+            return false;
         }
-        const auto value = [&]() -> std::string {
-            if (attached) {
-                return *attached;
-            }
-            if (i + 1 >= args.size()) {
-                throw UsageError(option + " needs a value");
-            }
-            return args[++i];
-        };
-        const auto flag = [&] {
-            if (attached) {
-                throw UsageError(option + " takes no value");
-            }
-        };
-        if (option == "--help" || option == "-h") {
-            flag();
-            cl.help = true;
-        } else if (option == "--rule") {
-            const std::string text = value();
-            try {
-                cl.rule = ratelimit::Limit::parse(text);
-            } catch (const std::invalid_argument& e) {
-                fail("--rule", e.what());
-            }
-        } else if (option == "--traffic") {
-            cl.inlineTraffic.push_back(value());
-        } else if (option == "--traffic-file") {
-            cl.trafficFiles.push_back(value());
-        } else if (option == "--steady") {
-            const std::string text = value();
-            try {
-                const ratelimit::Limit rate = ratelimit::Limit::parse(text);
-                if (rate.burst != rate.count) {
-                    fail("--steady " + detail::quoted(text), "a rate has no burst");
-                }
-                cl.generator.steadyCount = rate.count;
-                cl.generator.steadyPeriod = rate.period;
-                steady = true;
-            } catch (const std::invalid_argument& e) {
-                fail("--steady", e.what());
-            }
-        } else if (option == "--duration") {
-            cl.duration = parseDuration(value(), "--duration");
-        } else if (option == "--burst") {
-            cl.generator.bursts.push_back(parseBurst(value()));
-        } else if (option == "--boundary-burst") {
-            flag();
-            cl.generator.boundaryBurst = true;
-        } else if (option == "--algorithms") {
-            const std::string list = value();
-            std::size_t pos = 0;
-            while (pos <= list.size()) {
-                std::size_t comma = list.find(',', pos);
-                if (comma == std::string::npos) {
-                    comma = list.size();
-                }
-                const std::string_view name =
-                    detail::trim(std::string_view(list).substr(pos, comma - pos));
-                const std::optional<Algorithm> a = algorithmNamed(name);
-                if (!a) {
-                    fail("--algorithms", "unknown algorithm " + detail::quoted(name) +
-                                             " (use fixed_window, sliding_log, sliding_counter, "
-                                             "token_bucket, leaky_bucket)");
-                }
-                if (std::find(cl.algorithms.begin(), cl.algorithms.end(), *a) ==
-                    cl.algorithms.end()) {
-                    cl.algorithms.push_back(*a);
-                }
-                pos = comma + 1;
-            }
-        } else if (option == "--json") {
-            flag();
-            cl.json = true;
-        } else if (option == "--svg") {
-            cl.svgFile = value();
-            if (cl.svgFile.empty()) {
-                throw UsageError("--svg needs a file name");
-            }
-        } else if (option == "--title") {
-            cl.title = value();
-        } else if (option.rfind('-', 0) != 0) {
-            throw UsageError("unexpected argument " + detail::quoted(option) +
-                             "; quote a value that holds spaces, as in --rule '100/s burst 20'");
-        } else {
-            throw UsageError("unknown option " + detail::quoted(option));
+        option_ = args_[next_++];
+        attached_.reset();
+        if (const std::size_t eq = option_.find('=');
+            option_.rfind("--", 0) == 0 && eq != std::string::npos) {
+            attached_ = option_.substr(eq + 1);
+            option_.resize(eq);
+        }
+        return true;
+    }
+
+    [[nodiscard]] const std::string& option() const { return option_; }
+
+    /// The option's value: attached with `=`, or the next argument. Throws: `UsageError`.
+    std::string value() {
+        if (attached_) {
+            return *attached_;
+        }
+        if (next_ >= args_.size()) {
+            throw UsageError(option_ + " needs a value");
+        }
+        return args_[next_++];
+    }
+
+    /// For an option that takes no value. Throws: `UsageError` when one is attached.
+    void flag() const {
+        if (attached_) {
+            throw UsageError(option_ + " takes no value");
         }
     }
-    if (cl.help) {
-        return cl;
+
+private:
+    std::span<const std::string> args_;
+    std::size_t next_ = 0;
+    std::string option_;
+    std::optional<std::string> attached_;
+};
+
+/// A rule or a rate in `Limit::parse`'s grammar. Throws: `InputError` naming the option.
+inline ratelimit::Limit parseLimit(std::string_view option, const std::string& text) {
+    try {
+        return ratelimit::Limit::parse(text);
+    } catch (const std::invalid_argument& e) {
+        fail(option, e.what());
     }
+}
+
+/// `--steady RATE`: a rate is a rule without a burst. Throws: `InputError`.
+inline void setSteady(const std::string& text, Generator& generator) {
+    const ratelimit::Limit rate = parseLimit("--steady", text);
+    if (rate.burst != rate.count) {
+        fail("--steady " + detail::quoted(text), "a rate has no burst");
+    }
+    generator.steadyCount = rate.count;
+    generator.steadyPeriod = rate.period;
+}
+
+/// `--algorithms LIST`: adds each named algorithm once, in the order given. Throws:
+/// `InputError` for an unknown name.
+inline void addAlgorithms(std::string_view list, std::vector<Algorithm>& algorithms) {
+    std::size_t pos = 0;
+    while (pos <= list.size()) {
+        const std::size_t comma = std::min(list.find(',', pos), list.size());
+        const std::string_view name = trim(list.substr(pos, comma - pos));
+        const std::optional<Algorithm> a = algorithmNamed(name);
+        if (!a) {
+            fail("--algorithms", "unknown algorithm " + detail::quoted(name) +
+                                     " (use fixed_window, sliding_log, sliding_counter, "
+                                     "token_bucket, leaky_bucket)");
+        }
+        if (std::find(algorithms.begin(), algorithms.end(), *a) == algorithms.end()) {
+            algorithms.push_back(*a);
+        }
+        pos = comma + 1;
+    }
+}
+
+/// Applies the cursor's option to `cl`. Throws: `UsageError`, `InputError`.
+inline void applyOption(OptionCursor& args, CommandLine& cl) {
+    const std::string& option = args.option();
+    if (option == "--help" || option == "-h") {
+        args.flag();
+        cl.help = true;
+    } else if (option == "--rule") {
+        cl.rule = parseLimit("--rule", args.value());
+    } else if (option == "--traffic") {
+        cl.inlineTraffic.push_back(args.value());
+    } else if (option == "--traffic-file") {
+        cl.trafficFiles.push_back(args.value());
+    } else if (option == "--steady") {
+        setSteady(args.value(), cl.generator);
+    } else if (option == "--duration") {
+        cl.duration = parseDuration(args.value(), "--duration");
+    } else if (option == "--burst") {
+        cl.generator.bursts.push_back(parseBurst(args.value()));
+    } else if (option == "--boundary-burst") {
+        args.flag();
+        cl.generator.boundaryBurst = true;
+    } else if (option == "--algorithms") {
+        addAlgorithms(args.value(), cl.algorithms);
+    } else if (option == "--json") {
+        args.flag();
+        cl.json = true;
+    } else if (option == "--svg") {
+        cl.svgFile = args.value();
+        if (cl.svgFile.empty()) {
+            throw UsageError("--svg needs a file name");
+        }
+    } else if (option == "--title") {
+        cl.title = args.value();
+    } else if (option.rfind('-', 0) != 0) {
+        throw UsageError("unexpected argument " + detail::quoted(option) +
+                         "; quote a value that holds spaces, as in --rule '100/s burst 20'");
+    } else {
+        throw UsageError("unknown option " + detail::quoted(option));
+    }
+}
+
+/// Checks that the options make a run and fills in the defaults. Throws: `UsageError`.
+inline void completeCommandLine(CommandLine& cl) {
+    const bool steady = cl.generator.steadyCount > 0;  // a rate's count is at least 1
     if (!cl.rule) {
         throw UsageError("--rule is required (e.g. --rule 10/min)");
     }
@@ -221,6 +251,21 @@ inline CommandLine parseCommandLine(const std::vector<std::string>& args) {
     }
     if (cl.algorithms.empty()) {
         cl.algorithms.assign(kAllAlgorithms.begin(), kAllAlgorithms.end());
+    }
+}
+
+}  // namespace detail
+
+/// Parses the arguments (without the program name). Throws: `UsageError` for an unknown option
+/// or a missing value, `InputError` for a bad rule, rate, burst or algorithm name.
+inline CommandLine parseCommandLine(const std::vector<std::string>& args) {
+    CommandLine cl;
+    detail::OptionCursor cursor(args);
+    while (cursor.next()) {
+        detail::applyOption(cursor, cl);
+    }
+    if (!cl.help) {
+        detail::completeCommandLine(cl);
     }
     return cl;
 }

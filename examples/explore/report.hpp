@@ -135,10 +135,15 @@ inline std::vector<TableRow> tableRows(const Replay& r, std::size_t maxRows, std
 
 namespace detail {
 
-inline std::string padLeft(std::string s, std::size_t width) {
+/// The time column is at least as wide as the labels of the total rows, "total" and "units".
+inline constexpr std::size_t kTimeColumnWidth = 5;
+/// Count columns are at least this wide, so counts up to 999'999 line up under "sent".
+inline constexpr std::size_t kCountColumnWidth = 6;
+
+inline std::string padLeft(const std::string& s, std::size_t width) {
     return s.size() >= width ? s : std::string(width - s.size(), ' ') + s;
 }
-inline std::string padRight(std::string s, std::size_t width) {
+inline std::string padRight(const std::string& s, std::size_t width) {
     return s.size() >= width ? s : s + std::string(width - s.size(), ' ');
 }
 inline std::string signedNumber(std::int64_t v) {
@@ -204,9 +209,12 @@ inline std::string waitText(const AlgorithmRun& run) {
     return text;
 }
 
+/// More batches than this are listed as rows per bin of time.
+inline constexpr std::size_t kMaxTableRows = 40;
+
 /// The default output: per batch what each algorithm admitted, the totals, the worst
 /// over-admission against each algorithm's design bound, and the longest wait.
-inline std::string tableReport(const Replay& r, std::size_t maxRows = 40) {
+inline std::string tableReport(const Replay& r, std::size_t maxRows = kMaxTableRows) {
     std::ostringstream out;
     const auto& t = r.traffic;
     const std::vector<Batch>& batches = r.runs.front().batches;
@@ -225,21 +233,22 @@ inline std::string tableReport(const Replay& r, std::size_t maxRows = 40) {
     if (!note.empty()) {
         out << "(" << note << ")\n";
     }
-    std::size_t timeWidth = 5;
+    std::size_t timeWidth = detail::kTimeColumnWidth;
     for (const TableRow& row : rows) {
         timeWidth = std::max(timeWidth, row.label.size());
     }
     std::vector<std::size_t> widths;
-    out << "  " << detail::padRight("time", timeWidth) << "  " << detail::padLeft("sent", 6);
+    out << "  " << detail::padRight("time", timeWidth) << "  "
+        << detail::padLeft("sent", detail::kCountColumnWidth);
     for (const AlgorithmRun& run : r.runs) {
-        widths.push_back(std::max<std::size_t>(nameOf(run.algorithm).size(), 6));
+        widths.push_back(std::max(nameOf(run.algorithm).size(), detail::kCountColumnWidth));
         out << "  " << detail::padLeft(std::string(nameOf(run.algorithm)), widths.back());
     }
     out << "\n";
     const auto line = [&](const std::string& label, std::int64_t sent,
                           const std::vector<std::int64_t>& admitted) {
         out << "  " << detail::padRight(label, timeWidth) << "  "
-            << detail::padLeft(std::to_string(sent), 6);
+            << detail::padLeft(std::to_string(sent), detail::kCountColumnWidth);
         for (std::size_t a = 0; a < admitted.size(); ++a) {
             out << "  " << detail::padLeft(std::to_string(admitted[a]), widths[a]);
         }
@@ -282,13 +291,16 @@ inline std::string tableReport(const Replay& r, std::size_t maxRows = 40) {
     return out.str();
 }
 
+/// A millisecond has 10^6 ns, so its fraction takes six decimals.
+inline constexpr std::size_t kMillisecondDecimals = 6;
+
 /// Milliseconds as a JSON number, exact: `59000`, `983.333333`.
 inline std::string jsonMilliseconds(Nanos d) {
     const std::int64_t ns = d.count();
     std::string text = std::to_string(ns / 1'000'000);  // the replay's times are never negative
     if (std::int64_t rest = ns % 1'000'000; rest != 0) {
         std::string digits = std::to_string(rest);
-        digits = std::string(6 - digits.size(), '0') + digits;
+        digits = std::string(kMillisecondDecimals - digits.size(), '0') + digits;
         while (digits.back() == '0') {
             digits.pop_back();
         }

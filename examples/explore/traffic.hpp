@@ -6,6 +6,7 @@
 // explorer can refuse bad input before it prints anything.
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -74,20 +75,39 @@ inline std::string_view trim(std::string_view s) {
 
 inline std::string quoted(std::string_view s) { return std::string("'").append(s).append("'"); }
 
-/// Nanoseconds per unit, as `Limit::parse` spells units; 0 when unknown.
+/// A time unit: its length and how `Limit::parse` spells it (the unused spellings are empty).
+struct TimeUnit {
+    std::int64_t nanos = 0;
+    std::array<std::string_view, 4> spellings;
+};
+
+inline constexpr std::int64_t kSecondNanos = 1'000'000'000;
+
+/// Spelled as `Limit::parse` spells them, so a time reads the way a rule's period does.
+inline constexpr std::array<TimeUnit, 7> kTimeUnits{{
+    {1, {"ns", "nanosecond", "nanoseconds"}},
+    {1'000, {"us", "microsecond", "microseconds"}},
+    {1'000'000, {"ms", "millisecond", "milliseconds"}},
+    {kSecondNanos, {"s", "sec", "second", "seconds"}},
+    {60 * kSecondNanos, {"m", "min", "minute", "minutes"}},
+    {3600 * kSecondNanos, {"h", "hr", "hour", "hours"}},
+    {86400 * kSecondNanos, {"d", "day", "days"}},
+}};
+
+/// Nanoseconds per unit (in any case); 0 when unknown.
 inline std::int64_t unitNanos(std::string_view unit) {
+    if (unit.empty()) {
+        return 0;  // not a unit, though the table's padding spellings are empty
+    }
     std::string u;
     for (const char c : unit) {
         u.push_back(lower(c));
     }
-    constexpr std::int64_t kSecond = 1'000'000'000;
-    if (u == "ns" || u == "nanosecond" || u == "nanoseconds") return 1;
-    if (u == "us" || u == "microsecond" || u == "microseconds") return 1'000;
-    if (u == "ms" || u == "millisecond" || u == "milliseconds") return 1'000'000;
-    if (u == "s" || u == "sec" || u == "second" || u == "seconds") return kSecond;
-    if (u == "m" || u == "min" || u == "minute" || u == "minutes") return 60 * kSecond;
-    if (u == "h" || u == "hr" || u == "hour" || u == "hours") return 3600 * kSecond;
-    if (u == "d" || u == "day" || u == "days") return 86400 * kSecond;
+    for (const TimeUnit& known : kTimeUnits) {
+        if (std::find(known.spellings.begin(), known.spellings.end(), u) != known.spellings.end()) {
+            return known.nanos;
+        }
+    }
     return 0;
 }
 
@@ -108,72 +128,134 @@ inline std::int64_t wholeNumber(std::string_view text) {
 
 }  // namespace detail
 
+namespace detail {
+
+/// At most 18 decimals: one more and the scale overflows std::int64_t.
+inline constexpr std::int64_t kMaxDecimalScale = 1'000'000'000'000'000;
+
+/// The decimals of a number: `digits / scale` of a unit.
+struct Decimals {
+    std::int64_t digits = 0;
+    std::int64_t scale = 1;
+};
+
+/// Reads the `<number><unit>` parts of a duration from left to right. Every message names the
+/// place (`where`) and the whole text, so the user sees what was typed.
+class DurationReader {
+public:
+    DurationReader(std::string_view text, std::string_view where)
+        : text_(text), where_(where), shown_(quoted(text)) {}
+
+    [[nodiscard]] bool atEnd() const { return pos_ >= text_.size(); }
+
+    /// The next part in nanoseconds. Throws: `InputError`.
+    std::int64_t part() {
+        const std::int64_t whole = wholePart();
+        const Decimals decimals = decimalPart();
+        return nanos(whole, decimals, unit());
+    }
+
+    [[noreturn]] void tooLarge() const { reject("time " + shown_ + " is too large"); }
+
+private:
+    [[nodiscard]] bool atDigit() const { return !atEnd() && isDigit(text_[pos_]); }
+    [[nodiscard]] std::int64_t digit() const { return text_[pos_] - '0'; }
+    [[noreturn]] void reject(const std::string& what) const { fail(where_, what); }
+
+    std::int64_t wholePart() {
+        if (!atDigit()) {
+            reject("expected a number at " + quoted(text_.substr(pos_)) + " in " + shown_);
+        }
+        std::int64_t whole = 0;
+        for (; atDigit(); ++pos_) {
+            if (__builtin_mul_overflow(whole, std::int64_t{10}, &whole) ||
+                __builtin_add_overflow(whole, digit(), &whole)) {
+                tooLarge();
+            }
+        }
+        return whole;
+    }
+
+    Decimals decimalPart() {
+        Decimals decimals;
+        if (atEnd() || text_[pos_] != '.') {
+            return decimals;
+        }
+        ++pos_;
+        if (!atDigit()) {
+            reject("expected digits after the decimal point in " + shown_);
+        }
+        for (; atDigit(); ++pos_) {
+            if (decimals.scale >= kMaxDecimalScale) {
+                reject("too many decimals in " + shown_);
+            }
+            decimals.digits = decimals.digits * 10 + digit();
+            decimals.scale *= 10;
+        }
+        return decimals;
+    }
+
+    /// Nanoseconds per unit of the unit that follows the number.
+    std::int64_t unit() {
+        const std::size_t start = pos_;
+        while (!atEnd() && isAlpha(text_[pos_])) {
+            ++pos_;
+        }
+        const std::string_view name = text_.substr(start, pos_ - start);
+        if (name.empty()) {
+            reject("time " + shown_ +
+                   " needs a unit (ns, us, ms, s, min, h, d), as in 30s or 1m10s");
+        }
+        const std::int64_t perUnit = unitNanos(name);
+        if (perUnit == 0) {
+            reject("unknown time unit " + quoted(name) + " in " + shown_ +
+                   " (use ns, us, ms, s, min, h, d)");
+        }
+        return perUnit;
+    }
+
+    /// `whole.decimals` units in nanoseconds, which must come out whole.
+    [[nodiscard]] std::int64_t nanos(std::int64_t whole, Decimals decimals,
+                                     std::int64_t perUnit) const {
+        __extension__ const __int128 decimalNanos =
+            static_cast<__int128>(decimals.digits) * perUnit;
+        if (decimalNanos % decimals.scale != 0) {
+            reject("time " + shown_ + " is not a whole number of nanoseconds");
+        }
+        std::int64_t part = 0;
+        if (__builtin_mul_overflow(whole, perUnit, &part) ||
+            __builtin_add_overflow(part, static_cast<std::int64_t>(decimalNanos / decimals.scale),
+                                   &part)) {
+            tooLarge();
+        }
+        return part;
+    }
+
+    std::string_view text_;
+    std::string_view where_;
+    std::string shown_;
+    std::size_t pos_ = 0;
+};
+
+}  // namespace detail
+
 /// Parses a time or a duration: one or more `<number><unit>` parts, as in `59s`, `1m10s`,
 /// `1.5s` or `250ms`, with the units of `Limit::parse` (ns, us, ms, s, m/min, h, d and their
 /// long forms). The value must be a whole number of nanoseconds.
 /// Throws: `InputError` starting with `where`.
 inline Nanos parseDuration(std::string_view text, std::string_view where) {
     const std::string_view t = detail::trim(text);
-    const std::string shown = detail::quoted(t);
     if (t.empty()) {
         fail(where, "expected a time such as 30s or 1m10s, found nothing");
     }
     if (t.front() == '-') {
-        fail(where, "negative time " + shown + " (times count from 0s)");
+        fail(where, "negative time " + detail::quoted(t) + " (times count from 0s)");
     }
+    detail::DurationReader reader(t, where);
     std::int64_t total = 0;
-    std::size_t pos = 0;
-    while (pos < t.size()) {
-        if (!detail::isDigit(t[pos])) {
-            fail(where, "expected a number at " + detail::quoted(t.substr(pos)) + " in " + shown);
-        }
-        std::int64_t whole = 0;
-        while (pos < t.size() && detail::isDigit(t[pos])) {
-            if (__builtin_mul_overflow(whole, std::int64_t{10}, &whole) ||
-                __builtin_add_overflow(whole, std::int64_t{t[pos] - '0'}, &whole)) {
-                fail(where, "time " + shown + " is too large");
-            }
-            ++pos;
-        }
-        std::int64_t fraction = 0;
-        std::int64_t scale = 1;
-        if (pos < t.size() && t[pos] == '.') {
-            ++pos;
-            if (pos >= t.size() || !detail::isDigit(t[pos])) {
-                fail(where, "expected digits after the decimal point in " + shown);
-            }
-            while (pos < t.size() && detail::isDigit(t[pos])) {
-                if (scale >= 1'000'000'000'000'000) {
-                    fail(where, "too many decimals in " + shown);
-                }
-                fraction = fraction * 10 + (t[pos] - '0');
-                scale *= 10;
-                ++pos;
-            }
-        }
-        const std::size_t unitStart = pos;
-        while (pos < t.size() && detail::isAlpha(t[pos])) {
-            ++pos;
-        }
-        const std::string_view unit = t.substr(unitStart, pos - unitStart);
-        if (unit.empty()) {
-            fail(where,
-                 "time " + shown + " needs a unit (ns, us, ms, s, min, h, d), as in 30s or 1m10s");
-        }
-        const std::int64_t perUnit = detail::unitNanos(unit);
-        if (perUnit == 0) {
-            fail(where, "unknown time unit " + detail::quoted(unit) + " in " + shown +
-                            " (use ns, us, ms, s, min, h, d)");
-        }
-        std::int64_t part = 0;
-        __extension__ const __int128 fractionNanos = static_cast<__int128>(fraction) * perUnit;
-        if (fractionNanos % scale != 0) {
-            fail(where, "time " + shown + " is not a whole number of nanoseconds");
-        }
-        if (__builtin_mul_overflow(whole, perUnit, &part) ||
-            __builtin_add_overflow(part, static_cast<std::int64_t>(fractionNanos / scale), &part) ||
-            __builtin_add_overflow(total, part, &total)) {
-            fail(where, "time " + shown + " is too large");
+    while (!reader.atEnd()) {
+        if (__builtin_add_overflow(total, reader.part(), &total)) {
+            reader.tooLarge();
         }
     }
     return Nanos{total};
@@ -318,6 +400,57 @@ inline void parseInlineTraffic(std::string_view text, TrafficBuilder& out) {
 
 namespace detail {
 
+inline void skipBlanks(std::string_view line, std::size_t& pos) {
+    while (pos < line.size() && (line[pos] == ' ' || line[pos] == '\t')) {
+        ++pos;
+    }
+}
+
+/// The quoted field whose opening quote is at `pos`, up to the comma after it (or the end).
+/// False with `error` set when the quoting is broken.
+inline bool readQuotedField(std::string_view line, std::size_t& pos, std::string& field,
+                            std::string& error) {
+    ++pos;  // the opening quote
+    bool closed = false;
+    while (pos < line.size() && !closed) {
+        if (line[pos] != '"') {
+            field.push_back(line[pos++]);
+        } else if (pos + 1 < line.size() && line[pos + 1] == '"') {
+            field.push_back('"');  // a doubled quote stands for one
+            pos += 2;
+        } else {
+            closed = true;
+            ++pos;
+        }
+    }
+    if (!closed) {
+        error = "a quoted field is not closed";
+        return false;
+    }
+    skipBlanks(line, pos);
+    if (pos < line.size() && line[pos] != ',') {
+        error = "text after a closing quote";
+        return false;
+    }
+    return true;
+}
+
+/// The unquoted field from `pos` up to the next comma (or the end), without the spaces around
+/// it. False with `error` set when it holds a quote.
+inline bool readPlainField(std::string_view line, std::size_t& pos, std::string& field,
+                           std::string& error) {
+    const std::size_t start = pos;
+    while (pos < line.size() && line[pos] != ',') {
+        if (line[pos] == '"') {
+            error = "a quote inside an unquoted field";
+            return false;
+        }
+        ++pos;
+    }
+    field = std::string(trim(line.substr(start, pos - start)));
+    return true;
+}
+
 /// Splits one CSV line into fields: commas separate, double quotes may enclose a field (a
 /// doubled quote inside is one quote), spaces around a field are dropped. False with `error`
 /// set when the quoting is broken.
@@ -325,47 +458,12 @@ inline bool splitCsv(std::string_view line, std::vector<std::string>& fields, st
     fields.clear();
     std::size_t pos = 0;
     while (true) {
-        while (pos < line.size() && (line[pos] == ' ' || line[pos] == '\t')) {
-            ++pos;
-        }
+        skipBlanks(line, pos);
         std::string field;
-        if (pos < line.size() && line[pos] == '"') {
-            ++pos;
-            bool closed = false;
-            while (pos < line.size()) {
-                if (line[pos] == '"') {
-                    if (pos + 1 < line.size() && line[pos + 1] == '"') {
-                        field.push_back('"');
-                        pos += 2;
-                        continue;
-                    }
-                    closed = true;
-                    ++pos;
-                    break;
-                }
-                field.push_back(line[pos++]);
-            }
-            if (!closed) {
-                error = "a quoted field is not closed";
-                return false;
-            }
-            while (pos < line.size() && (line[pos] == ' ' || line[pos] == '\t')) {
-                ++pos;
-            }
-            if (pos < line.size() && line[pos] != ',') {
-                error = "text after a closing quote";
-                return false;
-            }
-        } else {
-            const std::size_t start = pos;
-            while (pos < line.size() && line[pos] != ',') {
-                if (line[pos] == '"') {
-                    error = "a quote inside an unquoted field";
-                    return false;
-                }
-                ++pos;
-            }
-            field = std::string(trim(line.substr(start, pos - start)));
+        const bool isQuoted = pos < line.size() && line[pos] == '"';
+        if (!(isQuoted ? readQuotedField(line, pos, field, error)
+                       : readPlainField(line, pos, field, error))) {
+            return false;
         }
         fields.push_back(std::move(field));
         if (pos >= line.size()) {
