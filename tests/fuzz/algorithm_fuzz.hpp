@@ -170,7 +170,7 @@ private:
         time_ = clampTime(starts[startByte % starts.size()] + (startByte / 8));
     }
 
-    std::optional<Lim> makeLimiter(const ratelimit::ManualClock& clock) const {
+    [[nodiscard]] std::optional<Lim> makeLimiter(const ratelimit::ManualClock& clock) const {
         const ratelimit::Limit limit =
             ratelimit::Limit::per(count_, std::chrono::nanoseconds{period_}).withBurst(burst_);
         ratelimit::MemoryStorage::Options storage;
@@ -193,7 +193,7 @@ private:
         }
     }
 
-    std::string describeQuota() const {
+    [[nodiscard]] std::string describeQuota() const {
         return "count=" + std::to_string(count_) + " period=" + std::to_string(period_) +
                "ns burst=" + std::to_string(burst_) + " maxRuns=" + std::to_string(maxRuns_) +
                (explicitTime_ ? " (explicit times)" : " (clock)");
@@ -201,7 +201,7 @@ private:
 
     /// The next call's time from one byte: mostly small steps, often none, sometimes a step
     /// back, a jump to the key's last retry or reset time, or a huge leap.
-    std::int64_t nextTime(std::uint8_t b, std::size_t key) const {
+    [[nodiscard]] std::int64_t nextTime(std::uint8_t b, std::size_t key) const {
         const Int128 now = time_;
         const Int128 p = period_;
         const Int128 small = p < 64 ? p : 64;
@@ -228,8 +228,8 @@ private:
         return clampTime((b % 2 == 0) ? now + leap : now - leap);
     }
 
-    std::int64_t nextCost(std::uint8_t b) const {
-        const std::int64_t limit = static_cast<std::int64_t>(limitValue_);
+    [[nodiscard]] std::int64_t nextCost(std::uint8_t b) const {
+        const auto limit = static_cast<std::int64_t>(limitValue_);
         if (b < 200) {
             return static_cast<std::int64_t>(b % (limitValue_ + 2));
         }
@@ -319,7 +319,8 @@ private:
         const ratelimit::Decision d = acquire(*limiter_, clock_, key, c.cost, c.time);
         c.decision = d;
         if (trace()) {
-            std::fprintf(stderr, "%s -> %s\n", describeCall(c).c_str(), describe(d).c_str());
+            // A trace line lost to a failing stderr changes nothing the run checks.
+            (void)std::fprintf(stderr, "%s -> %s\n", describeCall(c).c_str(), describe(d).c_str());
         }
         KeyTime& kt = keyTimes_[key];
         const bool steppedBack = kt.stepsBack(t);
@@ -498,6 +499,7 @@ private:
 
     /// RLFUZZ_TRACE=1 prints every call (to read a crash input's sequence).
     static bool trace() {
+        // NOLINTNEXTLINE(concurrency-mt-unsafe): libFuzzer runs inputs on one thread; no setenv
         static const bool on = std::getenv("RLFUZZ_TRACE") != nullptr;
         return on;
     }
@@ -523,7 +525,7 @@ private:
                " resetAfter=" + toString(e.reset);
     }
 
-    std::string describeCall(const Call& c) const {
+    [[nodiscard]] std::string describeCall(const Call& c) const {
         return "call #" + std::to_string(c.index) + " key=" + std::to_string(c.key) +
                " t=" + std::to_string(c.time) + " cost=" + std::to_string(c.cost) + " [" +
                std::string(Model::kName) + " " + describeQuota() + "]";
