@@ -127,11 +127,29 @@ public:
     }
 
 private:
-    explicit AlgorithmFuzzer(ByteReader& in) {
-        decodeQuota(in);
-        limitValue_ = Ref::kBucket ? params_.burst : params_.count;
-        limiter_ = makeLimiter(clock_);
-    }
+    /// What the input's first six bytes say: the quota and the clock's start.
+    struct Quota {
+        std::int64_t count = 1;
+        std::int64_t period = 1;
+        std::int64_t burst = 1;
+        std::int64_t maxRuns = 64;
+        bool explicitTime = false;
+        std::int64_t start = 0;
+    };
+
+    explicit AlgorithmFuzzer(ByteReader& in) : AlgorithmFuzzer(decodeQuota(in)) {}
+
+    // makeLimiter reads the quota's members, which are declared (so initialized) before limiter_.
+    explicit AlgorithmFuzzer(const Quota& q)
+        : count_(q.count),
+          period_(q.period),
+          burst_(q.burst),
+          maxRuns_(q.maxRuns),
+          explicitTime_(q.explicitTime),
+          params_{q.count, q.period, q.burst, q.maxRuns},
+          limitValue_(Ref::kBucket ? params_.burst : params_.count),
+          time_(q.start),
+          limiter_(makeLimiter(clock_)) {}
 
     // -----------------------------------------------------------------------------------------
     // Decoding
@@ -144,7 +162,7 @@ private:
         return large[static_cast<std::size_t>(b - 224) % large.size()];
     }
 
-    void decodeQuota(ByteReader& in) {
+    static Quota decodeQuota(ByteReader& in) {
         constexpr std::int64_t k48 = std::int64_t{1} << 48;
         constexpr std::int64_t k61 = std::int64_t{1} << 61;
         const std::uint8_t countByte = in.byte();
@@ -153,21 +171,22 @@ private:
         const std::uint8_t startByte = in.byte();
         const std::uint8_t runsByte = in.byte();
         const std::uint8_t flags = in.byte();
-        count_ = pick(countByte, 12, {100, 1000, 65537, std::int64_t{1} << 24, k48 - 1, k48});
-        period_ = pick(periodByte, 40,
-                       {1000, 1 << 20, std::int64_t{3} << 40, k61 - 1, k61, 2 * k61 - 1, 7});
-        burst_ = burstByte < 32 ? count_ : pick(burstByte, 12, {100, 4097, k48, count_ * 2});
-        if (burst_ > k48) {
-            burst_ = k48;
+        Quota q;
+        q.count = pick(countByte, 12, {100, 1000, 65537, std::int64_t{1} << 24, k48 - 1, k48});
+        q.period = pick(periodByte, 40,
+                        {1000, 1 << 20, std::int64_t{3} << 40, k61 - 1, k61, 2 * k61 - 1, 7});
+        q.burst = burstByte < 32 ? q.count : pick(burstByte, 12, {100, 4097, k48, q.count * 2});
+        if (q.burst > k48) {
+            q.burst = k48;
         }
         static constexpr std::array<std::int64_t, 8> kRuns{1, 2, 3, 4, 8, 64, 64, 64};
-        maxRuns_ = kRuns[runsByte % kRuns.size()];
-        explicitTime_ = (flags & 1U) != 0;
-        params_ = {count_, period_, burst_, maxRuns_};
-        const Int128 p = period_;
+        q.maxRuns = kRuns[runsByte % kRuns.size()];
+        q.explicitTime = (flags & 1U) != 0;
+        const Int128 p = q.period;
         const std::array<Int128, 8> starts{
             0, -1, p * 3 - 1, -p * 5 + 2, -kDomain + 17, kDomain - 40, Int128{1} << 61, 1};
-        time_ = clampTime(starts[startByte % starts.size()] + (startByte / 8));
+        q.start = clampTime(starts[startByte % starts.size()] + (startByte / 8));
+        return q;
     }
 
     [[nodiscard]] std::optional<Lim> makeLimiter(const ratelimit::ManualClock& clock) const {
