@@ -30,6 +30,7 @@
 
 // Checks inside hot loops: Catch's assertion machinery runs only when the condition fails, so
 // loops of a million calls stay fast in Debug builds. `context` is evaluated only on failure.
+// NOLINTNEXTLINE(cppcoreguidelines-macro-usage): needs #cond, lazy context, caller's line
 #define RLTEST_REQUIRE(cond, context) \
     do {                              \
         if (!(cond)) {                \

@@ -127,11 +127,29 @@ public:
     }
 
 private:
-    explicit AlgorithmFuzzer(ByteReader& in) {
-        decodeQuota(in);
-        limitValue_ = Ref::kBucket ? params_.burst : params_.count;
-        limiter_ = makeLimiter(clock_);
-    }
+    /// What the input's first six bytes say: the quota and the clock's start.
+    struct Quota {
+        std::int64_t count = 1;
+        std::int64_t period = 1;
+        std::int64_t burst = 1;
+        std::int64_t maxRuns = 64;
+        bool explicitTime = false;
+        std::int64_t start = 0;
+    };
+
+    explicit AlgorithmFuzzer(ByteReader& in) : AlgorithmFuzzer(decodeQuota(in)) {}
+
+    // makeLimiter reads the quota's members, which are declared (so initialized) before limiter_.
+    explicit AlgorithmFuzzer(const Quota& q)
+        : count_(q.count),
+          period_(q.period),
+          burst_(q.burst),
+          maxRuns_(q.maxRuns),
+          explicitTime_(q.explicitTime),
+          params_{q.count, q.period, q.burst, q.maxRuns},
+          limitValue_(Ref::kBucket ? params_.burst : params_.count),
+          time_(q.start),
+          limiter_(makeLimiter(clock_)) {}
 
     // -----------------------------------------------------------------------------------------
     // Decoding
@@ -144,7 +162,7 @@ private:
         return large[static_cast<std::size_t>(b - 224) % large.size()];
     }
 
-    void decodeQuota(ByteReader& in) {
+    static Quota decodeQuota(ByteReader& in) {
         constexpr std::int64_t k48 = std::int64_t{1} << 48;
         constexpr std::int64_t k61 = std::int64_t{1} << 61;
         const std::uint8_t countByte = in.byte();
@@ -153,24 +171,25 @@ private:
         const std::uint8_t startByte = in.byte();
         const std::uint8_t runsByte = in.byte();
         const std::uint8_t flags = in.byte();
-        count_ = pick(countByte, 12, {100, 1000, 65537, std::int64_t{1} << 24, k48 - 1, k48});
-        period_ = pick(periodByte, 40,
-                       {1000, 1 << 20, std::int64_t{3} << 40, k61 - 1, k61, 2 * k61 - 1, 7});
-        burst_ = burstByte < 32 ? count_ : pick(burstByte, 12, {100, 4097, k48, count_ * 2});
-        if (burst_ > k48) {
-            burst_ = k48;
+        Quota q;
+        q.count = pick(countByte, 12, {100, 1000, 65537, std::int64_t{1} << 24, k48 - 1, k48});
+        q.period = pick(periodByte, 40,
+                        {1000, 1 << 20, std::int64_t{3} << 40, k61 - 1, k61, 2 * k61 - 1, 7});
+        q.burst = burstByte < 32 ? q.count : pick(burstByte, 12, {100, 4097, k48, q.count * 2});
+        if (q.burst > k48) {
+            q.burst = k48;
         }
         static constexpr std::array<std::int64_t, 8> kRuns{1, 2, 3, 4, 8, 64, 64, 64};
-        maxRuns_ = kRuns[runsByte % kRuns.size()];
-        explicitTime_ = (flags & 1U) != 0;
-        params_ = {count_, period_, burst_, maxRuns_};
-        const Int128 p = period_;
+        q.maxRuns = kRuns[runsByte % kRuns.size()];
+        q.explicitTime = (flags & 1U) != 0;
+        const Int128 p = q.period;
         const std::array<Int128, 8> starts{
             0, -1, p * 3 - 1, -p * 5 + 2, -kDomain + 17, kDomain - 40, Int128{1} << 61, 1};
-        time_ = clampTime(starts[startByte % starts.size()] + (startByte / 8));
+        q.start = clampTime(starts[startByte % starts.size()] + (startByte / 8));
+        return q;
     }
 
-    std::optional<Lim> makeLimiter(const ratelimit::ManualClock& clock) const {
+    [[nodiscard]] std::optional<Lim> makeLimiter(const ratelimit::ManualClock& clock) const {
         const ratelimit::Limit limit =
             ratelimit::Limit::per(count_, std::chrono::nanoseconds{period_}).withBurst(burst_);
         ratelimit::MemoryStorage::Options storage;
@@ -193,7 +212,7 @@ private:
         }
     }
 
-    std::string describeQuota() const {
+    [[nodiscard]] std::string describeQuota() const {
         return "count=" + std::to_string(count_) + " period=" + std::to_string(period_) +
                "ns burst=" + std::to_string(burst_) + " maxRuns=" + std::to_string(maxRuns_) +
                (explicitTime_ ? " (explicit times)" : " (clock)");
@@ -201,7 +220,7 @@ private:
 
     /// The next call's time from one byte: mostly small steps, often none, sometimes a step
     /// back, a jump to the key's last retry or reset time, or a huge leap.
-    std::int64_t nextTime(std::uint8_t b, std::size_t key) const {
+    [[nodiscard]] std::int64_t nextTime(std::uint8_t b, std::size_t key) const {
         const Int128 now = time_;
         const Int128 p = period_;
         const Int128 small = p < 64 ? p : 64;
@@ -228,8 +247,8 @@ private:
         return clampTime((b % 2 == 0) ? now + leap : now - leap);
     }
 
-    std::int64_t nextCost(std::uint8_t b) const {
-        const std::int64_t limit = static_cast<std::int64_t>(limitValue_);
+    [[nodiscard]] std::int64_t nextCost(std::uint8_t b) const {
+        const auto limit = static_cast<std::int64_t>(limitValue_);
         if (b < 200) {
             return static_cast<std::int64_t>(b % (limitValue_ + 2));
         }
@@ -319,7 +338,8 @@ private:
         const ratelimit::Decision d = acquire(*limiter_, clock_, key, c.cost, c.time);
         c.decision = d;
         if (trace()) {
-            std::fprintf(stderr, "%s -> %s\n", describeCall(c).c_str(), describe(d).c_str());
+            // A trace line lost to a failing stderr changes nothing the run checks.
+            (void)std::fprintf(stderr, "%s -> %s\n", describeCall(c).c_str(), describe(d).c_str());
         }
         KeyTime& kt = keyTimes_[key];
         const bool steppedBack = kt.stepsBack(t);
@@ -498,6 +518,7 @@ private:
 
     /// RLFUZZ_TRACE=1 prints every call (to read a crash input's sequence).
     static bool trace() {
+        // NOLINTNEXTLINE(concurrency-mt-unsafe): libFuzzer runs inputs on one thread; no setenv
         static const bool on = std::getenv("RLFUZZ_TRACE") != nullptr;
         return on;
     }
@@ -523,7 +544,7 @@ private:
                " resetAfter=" + toString(e.reset);
     }
 
-    std::string describeCall(const Call& c) const {
+    [[nodiscard]] std::string describeCall(const Call& c) const {
         return "call #" + std::to_string(c.index) + " key=" + std::to_string(c.key) +
                " t=" + std::to_string(c.time) + " cost=" + std::to_string(c.cost) + " [" +
                std::string(Model::kName) + " " + describeQuota() + "]";

@@ -54,8 +54,9 @@ inline std::string toString(Int128 v) {
 
 /// Prints what was violated and aborts, so the fuzzer records the input.
 [[noreturn]] inline void fail(const std::string& what) {
-    std::fprintf(stderr, "\nratelimit fuzz: VIOLATED: %s\n", what.c_str());
-    std::fflush(stderr);
+    // Nothing is left to do when stderr fails: the abort still makes libFuzzer keep the input.
+    (void)std::fprintf(stderr, "\nratelimit fuzz: VIOLATED: %s\n", what.c_str());
+    (void)std::fflush(stderr);
     std::abort();
 }
 

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <arpa/inet.h>
+#include <array>
 #include <cctype>
+#include <charconv>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
@@ -21,29 +23,40 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
+#include <system_error>
 #include <unistd.h>
 #include <utility>
 #include <vector>
 
 #include "support/catch.hpp"
 
+// NOLINTNEXTLINE(readability-redundant-declaration): <unistd.h> declares it only with _GNU_SOURCE
 extern char** environ;
 
 namespace http_example {
+
+/// The decimal number `text` starts with; 0 when it starts with none or the number does not
+/// fit an int, which the callers' checks then reject.
+inline int leadingInt(std::string_view text) {
+    int value = 0;
+    const std::from_chars_result r = std::from_chars(text.data(), text.data() + text.size(), value);
+    return r.ec == std::errc{} ? value : 0;
+}
 
 /// The example server as a child process: started with `--port 0`, its port read from its
 /// first line, killed when this goes out of scope.
 class ServerProcess {
 public:
     explicit ServerProcess(std::vector<std::string> args) {
-        int out[2];
-        REQUIRE(::pipe(out) == 0);
+        std::array<int, 2> out{};
+        REQUIRE(::pipe(out.data()) == 0);
         posix_spawn_file_actions_t actions;
         ::posix_spawn_file_actions_init(&actions);
         ::posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
         ::posix_spawn_file_actions_addclose(&actions, out[0]);
         args.insert(args.begin(), RATELIMIT_HTTP_SERVER);
         std::vector<char*> argv;
+        argv.reserve(args.size() + 1);
         for (std::string& a : args) {
             argv.push_back(a.data());
         }
@@ -65,11 +78,13 @@ public:
         INFO("first line: " << line);
         constexpr std::string_view kPrefix = "listening on 127.0.0.1:";
         REQUIRE(line.rfind(kPrefix, 0) == 0);
-        port_ = std::atoi(line.c_str() + kPrefix.size());
+        port_ = leadingInt(std::string_view(line).substr(kPrefix.size()));
         REQUIRE(port_ > 0);
     }
     ServerProcess(const ServerProcess&) = delete;
     ServerProcess& operator=(const ServerProcess&) = delete;
+    ServerProcess(ServerProcess&&) = delete;
+    ServerProcess& operator=(ServerProcess&&) = delete;
     ~ServerProcess() {
         if (pid_ > 0) {
             ::kill(pid_, SIGTERM);
@@ -116,6 +131,7 @@ inline Response send(int port, std::string_view method, std::string_view target,
     addr.sin_family = AF_INET;
     addr.sin_port = htons(static_cast<std::uint16_t>(port));
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast): the sockets API
     REQUIRE(::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0);
     std::string request = std::string(method) + " " + std::string(target) +
                           " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n" +
@@ -123,13 +139,13 @@ inline Response send(int port, std::string_view method, std::string_view target,
     REQUIRE(::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
             static_cast<ssize_t>(request.size()));
     std::string raw;
-    char buffer[4096];
+    std::array<char, 4096> buffer{};
     for (;;) {
-        const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
+        const ssize_t n = ::recv(fd, buffer.data(), buffer.size(), 0);
         if (n <= 0) {
             break;
         }
-        raw.append(buffer, static_cast<std::size_t>(n));
+        raw.append(buffer.data(), static_cast<std::size_t>(n));
     }
     ::close(fd);
 
@@ -137,7 +153,7 @@ inline Response send(int port, std::string_view method, std::string_view target,
     const std::size_t headEnd = raw.find("\r\n\r\n");
     REQUIRE(headEnd != std::string::npos);
     REQUIRE(raw.rfind("HTTP/1.1 ", 0) == 0);
-    r.status = std::atoi(raw.c_str() + 9);
+    r.status = leadingInt(std::string_view(raw).substr(9));
     std::size_t pos = raw.find("\r\n") + 2;
     while (pos < headEnd) {
         const std::size_t end = raw.find("\r\n", pos);

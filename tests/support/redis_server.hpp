@@ -16,6 +16,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -26,7 +27,6 @@
 #include <memory>
 #include <netinet/in.h>
 #include <optional>
-#include <signal.h>
 #include <spawn.h>
 #include <sstream>
 #include <stdexcept>
@@ -44,8 +44,8 @@
 
 #include <hiredis/hiredis.h>
 
-// <unistd.h> declares it only with _GNU_SOURCE.
-extern char** environ;  // NOLINT(readability-redundant-declaration)
+// NOLINTNEXTLINE(readability-redundant-declaration): <unistd.h> declares it only with _GNU_SOURCE
+extern char** environ;
 
 namespace ratelimit_test {
 
@@ -98,7 +98,8 @@ inline void appendCommand(redisContext* c, const std::vector<std::string_view>& 
     }
     if (redisAppendCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lengths.data()) !=
         REDIS_OK) {
-        throw std::runtime_error(std::string("redisAppendCommandArgv: ") + c->errstr);
+        throw std::runtime_error(std::string("redisAppendCommandArgv: ") +
+                                 static_cast<const char*>(c->errstr));
     }
 }
 
@@ -193,14 +194,14 @@ public:
     }
 
     /// SIGSTOP: the server stops answering (requests time out) until `resume()`.
-    void pause() {
+    void pause() const {
         if (pid_ > 0) {
             ::kill(pid_, SIGSTOP);
         }
     }
 
     /// SIGCONT after `pause()`.
-    void resume() {
+    void resume() const {
         if (pid_ > 0) {
             ::kill(pid_, SIGCONT);
         }
@@ -249,11 +250,13 @@ private:
     }
 
     static bool ciRun() {
+        // NOLINTNEXTLINE(concurrency-mt-unsafe): single-threaded test setup; nothing calls setenv
         const char* ci = std::getenv("CI");
         return ci != nullptr && std::string_view(ci) == "true";
     }
 
     static std::string findBinary() {
+        // NOLINTNEXTLINE(concurrency-mt-unsafe): single-threaded test setup; nothing calls setenv
         if (const char* env = std::getenv("RATELIMIT_REDIS_SERVER");
             env != nullptr && *env != '\0') {
             if (::access(env, X_OK) == 0) {
@@ -261,6 +264,7 @@ private:
             }
             unavailable(std::string("RATELIMIT_REDIS_SERVER=") + env + " is not executable");
         }
+        // NOLINTNEXTLINE(concurrency-mt-unsafe): single-threaded test setup; nothing calls setenv
         const char* path = std::getenv("PATH");
         std::string_view rest = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
         while (true) {
@@ -290,6 +294,7 @@ private:
     static std::string makeTempDir() {
         // Unix socket paths are limited to 107 bytes: prefer a short TMPDIR, else /tmp.
         std::string base = "/tmp";
+        // NOLINTNEXTLINE(concurrency-mt-unsafe): single-threaded test setup; nothing calls setenv
         if (const char* tmp = std::getenv("TMPDIR");
             tmp != nullptr && *tmp != '\0' && std::strlen(tmp) < 60) {
             base = tmp;
@@ -300,7 +305,7 @@ private:
         if (::mkdtemp(buf.data()) == nullptr) {
             throw std::system_error(errno, std::generic_category(), "mkdtemp " + pattern);
         }
-        return std::string(buf.data());
+        return {buf.data()};
     }
 
     void removeDir() noexcept {
@@ -348,7 +353,7 @@ private:
         return ntohs(addr.sin_port);
     }
 
-    std::vector<std::string> arguments() const {
+    [[nodiscard]] std::vector<std::string> arguments() const {
         std::vector<std::string> args = {binary_, "--daemonize",  "no", "--save",
                                          "",      "--appendonly", "no", "--dir",
                                          dir_,    "--logfile",    ""};
