@@ -163,31 +163,48 @@ namespace http {
 
 namespace detail {
 
-/// Splits `value` at commas outside quoted strings (RFC 9110 lists), appending the pieces.
-/// Returns false on an unterminated quoted string.
-inline bool splitList(std::string_view value, std::vector<std::string_view>& out) {
-    std::size_t start = 0;
+/// Where a scan for a delimiter outside quoted strings stopped.
+struct UnquotedScan {
+    std::size_t end = 0;  ///< the delimiter's index, or the text's size when there is none
+    bool open = false;    ///< a quoted string ran to the end of the text
+};
+
+/// The first `delimiter` at or after `pos` outside quoted strings (RFC 9110 section 5.6.4: a
+/// backslash in a quoted string escapes the next character).
+inline UnquotedScan findUnquoted(std::string_view text, std::size_t pos, char delimiter) noexcept {
     bool quoted = false;
-    for (std::size_t i = 0; i < value.size(); ++i) {
-        const char c = value[i];
+    for (; pos < text.size(); ++pos) {
+        const char c = text[pos];
         if (quoted) {
             if (c == '\\') {
-                ++i;
+                ++pos;
             } else if (c == '"') {
                 quoted = false;
             }
         } else if (c == '"') {
             quoted = true;
-        } else if (c == ',') {
-            out.push_back(value.substr(start, i - start));
-            start = i + 1;
+        } else if (c == delimiter) {
+            return {pos, false};
         }
     }
-    if (quoted) {
-        return false;
+    return {text.size(), quoted};
+}
+
+/// Splits `value` at commas outside quoted strings (RFC 9110 lists), appending the pieces.
+/// Returns false on an unterminated quoted string.
+inline bool splitList(std::string_view value, std::vector<std::string_view>& out) {
+    std::size_t start = 0;
+    for (;;) {
+        const UnquotedScan scan = findUnquoted(value, start, ',');
+        if (scan.open) {
+            return false;
+        }
+        out.push_back(value.substr(start, scan.end - start));
+        if (scan.end == value.size()) {
+            return true;
+        }
+        start = scan.end + 1;
     }
-    out.push_back(value.substr(start));
-    return true;
 }
 
 inline bool equalsIgnoreCase(std::string_view a, std::string_view b) noexcept {
@@ -203,28 +220,6 @@ inline bool equalsIgnoreCase(std::string_view a, std::string_view b) noexcept {
         }
     }
     return true;
-}
-
-/// Where the pair that starts at `pos` ends: the next `;` outside a quoted string, or the end
-/// of `element` (one past it after a trailing backslash).
-inline std::size_t forwardedPairEnd(std::string_view element, std::size_t pos) noexcept {
-    std::size_t end = pos;
-    bool quoted = false;
-    for (; end < element.size(); ++end) {
-        const char c = element[end];
-        if (quoted) {
-            if (c == '\\') {
-                ++end;
-            } else if (c == '"') {
-                quoted = false;
-            }
-        } else if (c == '"') {
-            quoted = true;
-        } else if (c == ';') {
-            break;
-        }
-    }
-    return end;
 }
 
 /// The content of a quoted-string (RFC 9110 section 5.6.4) with its escapes undone; nullopt
@@ -272,7 +267,7 @@ inline std::optional<std::string> forwardedFor(std::string_view element) {
     std::size_t pos = 0;
     while (pos <= element.size()) {
         // One pair: token "=" ( token / quoted-string ), pairs separated by ';'.
-        const std::size_t end = forwardedPairEnd(element, pos);
+        const std::size_t end = findUnquoted(element, pos, ';').end;
         const std::string_view pair = trimOws(element.substr(pos, end - pos));
         const std::size_t eq = pair.find('=');
         if (eq == std::string_view::npos || eq == 0) {
