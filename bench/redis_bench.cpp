@@ -11,9 +11,8 @@
 //     The same with `pipelining = false` (one caller per pooled connection), token bucket only.
 //   BM_Baseline_HiredisEvalsha_<Algorithm>/keys:K/real_time/threads:T
 //     The floor: each thread has its own blocking hiredis context and sends, with
-//     redisCommandArgv, the EVALSHA RedisStorage::Table sends (the script is
-//     detail::composeScript(Model::kLua, Model::kName), the arguments those of
-//     RedisStorage::Table::send), and reads the reply.
+//     redisCommandArgv, the EVALSHA RedisStorage::Table sends (its script, and its arguments
+//     from the library's own encoder, detail::appendScriptRequest), and reads the reply.
 //
 // The bench starts its own redis-server (tests/support/redis_server.hpp: a unix socket in a
 // fresh temporary directory, persistence off); without one every row fails with
@@ -58,12 +57,13 @@
 #include <benchmark/benchmark.h>
 #include <hiredis/hiredis.h>
 
-#include <ratelimit/detail/lua.hpp>
+#include <ratelimit/detail/redis_script.hpp>
 #include <ratelimit/limit.hpp>
 #include <ratelimit/limiter.hpp>
 #include <ratelimit/redis.hpp>
 
 #include "support/redis_server.hpp"
+#include "support/resp.hpp"
 
 namespace {
 
@@ -236,33 +236,27 @@ template <class Model>
 struct Evalsha {
     std::string script;
     std::string sha;
-    std::vector<std::string> params;  // ARGV[5..13]
-    std::string prefix;               // redisKey of the empty key minus its hash tag
+    std::vector<std::string> quotaArguments;
 
     Evalsha() {
-        const ratelimit::Quota quota =
-            ratelimit::Quota::make(allowedLimit<Model>(), RedisStorage::kNanosPerTick, 64, 0);
+        const ratelimit::Quota quota = ratelimit::Quota::make<Model>(
+            allowedLimit<Model>(), RedisStorage::kNanosPerTick, 64, 0);
         // The same limiter name length as the library's rows ("lib"), another namespace.
         const auto table = RedisStorage{}.template table<Model>(limiterOptions("raw"), quota);
-        script = ratelimit::detail::composeScript(Model::kLua, Model::kName);
-        if (script != table.script()) {
-            throw std::logic_error("composeScript differs from the storage's script");
-        }
+        script = table.script();
         sha = table.scriptSha();
-        const std::int64_t limit = Model::kBucket ? quota.burst : quota.count;
-        for (const std::int64_t v :
-             {quota.count, quota.burst, quota.period, quota.unitsPerToken, quota.unitsPerTick,
-              quota.capacityUnits, quota.maxRunsPerKey, limit, quota.lateTolerance}) {
-            params.push_back(std::to_string(v));
-        }
+        quotaArguments = ratelimit::detail::quotaArguments(quota);
         keyOf = [table](std::string_view key) { return table.redisKey(key); };
     }
 
-    /// EVALSHA sha 1 <key> <now: '' = TIME> <cost> <consume> <phase> <params...>
+    /// EVALSHA sha 1 <key> <now: '' = TIME> <cost 1> <consume> <phase 0> <quota...>, encoded
+    /// by the library's own encoder.
     [[nodiscard]] std::vector<std::string> arguments(std::string_view key) const {
-        std::vector<std::string> args = {"EVALSHA", sha, "1", keyOf(key), "", "1", "1", "0"};
-        args.insert(args.end(), params.begin(), params.end());
-        return args;
+        std::string request;
+        ratelimit::detail::appendScriptRequest(request, "EVALSHA", sha, keyOf(key),
+                                               {.now = "", .cost = 1, .consume = true, .phase = 0},
+                                               quotaArguments);
+        return rt::argvOf(request);
     }
 
     std::function<std::string(std::string_view)> keyOf;

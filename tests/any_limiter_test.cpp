@@ -81,8 +81,12 @@ TEST_CASE("AnyLimiter: names of the algorithms round-trip; unknown names are nul
     REQUIRE(ratelimit::parseAlgorithm("token-bucket") == Algorithm::kTokenBucket);
     REQUIRE_FALSE(ratelimit::parseAlgorithm("TokenBucket").has_value());
     REQUIRE_FALSE(ratelimit::parseAlgorithm("").has_value());
-    REQUIRE(ratelimit::isBucket(Algorithm::kLeakyBucket));
-    REQUIRE_FALSE(ratelimit::isBucket(Algorithm::kSlidingCounter));
+    const Limit limit = Limit::perMinute(10).withBurst(3);
+    REQUIRE(ratelimit::capacity(Algorithm::kLeakyBucket, limit) == 3);
+    REQUIRE(ratelimit::capacity(Algorithm::kTokenBucket, limit) == 3);
+    REQUIRE(ratelimit::capacity(Algorithm::kSlidingCounter, limit) == 10);
+    REQUIRE(ratelimit::capacity(Algorithm::kFixedWindow, limit) == 10);
+    REQUIRE(ratelimit::capacity(Algorithm::kSlidingLog, limit) == 10);
 }
 
 TEST_CASE("AnyLimiter: bad configuration throws from make, naming the field",

@@ -85,6 +85,7 @@ using ratelimit::Tick;
 struct NoBucketFlag {
     struct State {};
     static constexpr std::string_view kName = "no_bucket_flag";
+    static std::int64_t capacity(const ratelimit::Limit& l) { return l.count; }
     static Decision step(State& /*s*/, const Quota& /*q*/, Tick /*now*/, std::int64_t /*cost*/) {
         return {};
     }
@@ -97,6 +98,7 @@ struct NoBucketFlag {
 struct StepReturnsBool {
     struct State {};
     static constexpr std::string_view kName = "step_returns_bool";
+    static std::int64_t capacity(const ratelimit::Limit& l) { return l.count; }
     static constexpr bool kBucket = false;
     static bool step(State& /*s*/, const Quota& /*q*/, Tick /*now*/, std::int64_t /*cost*/) {
         return true;
@@ -112,6 +114,7 @@ struct NoFreshState {
         explicit State(int /*unused*/) {}
     };
     static constexpr std::string_view kName = "no_fresh_state";
+    static std::int64_t capacity(const ratelimit::Limit& l) { return l.count; }
     static constexpr bool kBucket = false;
     static Decision step(State& /*s*/, const Quota& /*q*/, Tick /*now*/, std::int64_t /*cost*/) {
         return {};
@@ -125,11 +128,25 @@ struct NoFreshState {
 struct NoLastWrite {
     struct State {};
     static constexpr std::string_view kName = "no_last_write";
+    static std::int64_t capacity(const ratelimit::Limit& l) { return l.count; }
     static constexpr bool kBucket = false;
     static Decision step(State& /*s*/, const Quota& /*q*/, Tick /*now*/, std::int64_t /*cost*/) {
         return {};
     }
     static bool isFresh(const State& /*s*/, const Quota& /*q*/, Tick /*now*/) { return true; }
+    static ModelRange range(const Quota& /*q*/) { return {}; }
+};
+
+/// Everything but `capacity`.
+struct NoCapacity {
+    struct State {};
+    static constexpr std::string_view kName = "no_capacity";
+    static constexpr bool kBucket = false;
+    static Decision step(State& /*s*/, const Quota& /*q*/, Tick /*now*/, std::int64_t /*cost*/) {
+        return {};
+    }
+    static bool isFresh(const State& /*s*/, const Quota& /*q*/, Tick /*now*/) { return true; }
+    static Tick lastWrite(const State& /*s*/) { return 0; }
     static ModelRange range(const Quota& /*q*/) { return {}; }
 };
 
@@ -139,6 +156,7 @@ struct UserModel {
         std::int64_t used = 0;
     };
     static constexpr std::string_view kName = "user_model";
+    static std::int64_t capacity(const ratelimit::Limit& l) { return l.count; }
     static constexpr bool kBucket = false;
     static Decision step(State& /*s*/, const Quota& /*q*/, Tick /*now*/, std::int64_t /*cost*/) {
         return {};
@@ -195,6 +213,7 @@ TEST_CASE("Concepts: what is not an AlgorithmModel", "[concepts][algorithms]") {
     STATIC_REQUIRE_FALSE(AlgorithmModel<StepReturnsBool>);
     STATIC_REQUIRE_FALSE(AlgorithmModel<NoFreshState>);
     STATIC_REQUIRE_FALSE(AlgorithmModel<NoLastWrite>);
+    STATIC_REQUIRE_FALSE(AlgorithmModel<NoCapacity>);
 }
 
 TEST_CASE("Concepts: MemoryStorage is a StoragePolicy for every model", "[concepts][memory]") {

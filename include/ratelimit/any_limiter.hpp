@@ -1,20 +1,14 @@
 #pragma once
 
-#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <string_view>
-#include <type_traits>
 #include <utility>
 
-#include <ratelimit/algorithms/fixed_window.hpp>
-#include <ratelimit/algorithms/leaky_bucket.hpp>
+#include <ratelimit/algorithms/algorithm.hpp>
 #include <ratelimit/algorithms/model.hpp>
-#include <ratelimit/algorithms/sliding_counter.hpp>
-#include <ratelimit/algorithms/sliding_log.hpp>
-#include <ratelimit/algorithms/token_bucket.hpp>
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/throw.hpp>
 #include <ratelimit/limit.hpp>
@@ -24,80 +18,6 @@
 
 namespace ratelimit {
 inline namespace v1 {
-
-/// The five algorithms, for choosing one at run time (configuration files, `AnyLimiter::make`).
-enum class Algorithm {
-    kFixedWindow,
-    kSlidingLog,
-    kSlidingCounter,
-    kTokenBucket,
-    kLeakyBucket,
-};
-
-/// The algorithm's configuration name: `fixed_window`, `sliding_log`, `sliding_counter`,
-/// `token_bucket`, `leaky_bucket` (the models' `kName`).
-[[nodiscard]] constexpr std::string_view toString(Algorithm algorithm) noexcept {
-    switch (algorithm) {
-        case Algorithm::kFixedWindow:
-            return FixedWindowModel::kName;
-        case Algorithm::kSlidingLog:
-            return SlidingLogModel::kName;
-        case Algorithm::kSlidingCounter:
-            return SlidingCounterModel::kName;
-        case Algorithm::kTokenBucket:
-            return TokenBucketModel::kName;
-        case Algorithm::kLeakyBucket:
-            return LeakyBucketModel::kName;
-    }
-    return "unknown";
-}
-
-/// The algorithm named `name`: a `toString` name, or `gcra` for the leaky bucket; `-` may stand
-/// for `_`. Returns nullopt for anything else (never throws).
-[[nodiscard]] constexpr std::optional<Algorithm> parseAlgorithm(std::string_view name) noexcept {
-    const auto same = [name](std::string_view expected) {
-        return std::equal(
-            name.begin(), name.end(), expected.begin(), expected.end(),
-            [](char given, char wanted) { return (given == '-' ? '_' : given) == wanted; });
-    };
-    for (const Algorithm a :
-         {Algorithm::kFixedWindow, Algorithm::kSlidingLog, Algorithm::kSlidingCounter,
-          Algorithm::kTokenBucket, Algorithm::kLeakyBucket}) {
-        if (same(toString(a))) {
-            return a;
-        }
-    }
-    if (same("gcra")) {
-        return Algorithm::kLeakyBucket;
-    }
-    return std::nullopt;
-}
-
-/// True for the buckets, whose `Decision::limit` is `burst` rather than `count`.
-[[nodiscard]] constexpr bool isBucket(Algorithm algorithm) noexcept {
-    return algorithm == Algorithm::kTokenBucket || algorithm == Algorithm::kLeakyBucket;
-}
-
-namespace detail {
-
-template <class Model>
-constexpr Algorithm algorithmOf() noexcept {
-    if constexpr (std::is_same_v<Model, FixedWindowModel>) {
-        return Algorithm::kFixedWindow;
-    } else if constexpr (std::is_same_v<Model, SlidingLogModel>) {
-        return Algorithm::kSlidingLog;
-    } else if constexpr (std::is_same_v<Model, SlidingCounterModel>) {
-        return Algorithm::kSlidingCounter;
-    } else if constexpr (std::is_same_v<Model, TokenBucketModel>) {
-        return Algorithm::kTokenBucket;
-    } else {
-        static_assert(std::is_same_v<Model, LeakyBucketModel>,
-                      "ratelimit::AnyLimiter holds the library's five algorithm models only");
-        return Algorithm::kLeakyBucket;
-    }
-}
-
-}  // namespace detail
 
 /// A limiter whose algorithm, storage and clock are chosen at run time: any
 /// `Limiter<Model, Storage, Clock>` behind one indirect call per operation.
@@ -113,10 +33,11 @@ class AnyLimiter {
 public:
     /// Wraps `limiter` (moved in).
     template <AlgorithmModel Model, class Storage, class Clock>
+    requires kIsAlgorithmModel<Model>
     explicit AnyLimiter(Limiter<Model, Storage, Clock> limiter)
         : object_(std::make_shared<Limiter<Model, Storage, Clock>>(std::move(limiter))),
           table_(&kTable<Limiter<Model, Storage, Clock>>),
-          algorithm_(detail::algorithmOf<Model>()) {}
+          algorithm_(kAlgorithmOf<Model>) {}
 
     /// Builds the limiter of `algorithm` over `storage`, with the storage's default clock.
     /// Throws: what the `Limiter` constructor throws (`std::invalid_argument` naming the field).
@@ -131,20 +52,13 @@ public:
     template <class Storage, class Clock>
     static AnyLimiter make(Algorithm algorithm, Limit limit, Storage storage, Clock clock,
                            LimiterOptions options = {}) {
-        switch (algorithm) {
-            case Algorithm::kFixedWindow:
-                return build<FixedWindowModel>(limit, storage, clock, options);
-            case Algorithm::kSlidingLog:
-                return build<SlidingLogModel>(limit, storage, clock, options);
-            case Algorithm::kSlidingCounter:
-                return build<SlidingCounterModel>(limit, storage, clock, options);
-            case Algorithm::kTokenBucket:
-                return build<TokenBucketModel>(limit, storage, clock, options);
-            case Algorithm::kLeakyBucket:
-                return build<LeakyBucketModel>(limit, storage, clock, options);
+        if (static_cast<std::size_t>(algorithm) >= kAlgorithmCount) {
+            detail::throwInvalidArgument("AnyLimiter::make: unknown Algorithm value " +
+                                         std::to_string(static_cast<int>(algorithm)));
         }
-        detail::throwInvalidArgument("AnyLimiter::make: unknown Algorithm value " +
-                                     std::to_string(static_cast<int>(algorithm)));
+        return visitAlgorithm(algorithm, [&]<class Model>() {
+            return AnyLimiter{Limiter<Model, Storage, Clock>{limit, storage, clock, options}};
+        });
     }
 
     /// `Limiter::tryAcquire(key, cost)`: one indirect call, then the limiter's own step.
@@ -189,12 +103,6 @@ private:
             return static_cast<const L*>(o)->options();
         },
     };
-
-    template <class Model, class Storage, class Clock>
-    static AnyLimiter build(const Limit& limit, const Storage& storage, const Clock& clock,
-                            const LimiterOptions& options) {
-        return AnyLimiter{Limiter<Model, Storage, Clock>{limit, storage, clock, options}};
-    }
 
     std::shared_ptr<void> object_;
     const Table* table_;

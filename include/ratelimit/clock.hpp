@@ -14,7 +14,7 @@ inline namespace v1 {
 ///
 /// `now()` on a const clock returns the clock's `time_point`; its duration is the tick of the
 /// limiter's integer arithmetic and must be a whole number of nanoseconds. The value may step
-/// backwards; limiters cope (DESIGN.md, "clock steps back"). Copies of a clock are cheap
+/// backwards; limiters cope (docs/semantics.md, "Clock steps"). Copies of a clock are cheap
 /// handles sharing one timeline. A clock that declares `static constexpr bool kStoreSide =
 /// true` is read by the store itself (its `now()` is never called); one that declares
 /// `kHostLocalEpoch = true` counts from an origin other hosts do not share.

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include <ratelimit/detail/ascii.hpp>
 #include <ratelimit/detail/checked_math.hpp>
 #include <ratelimit/detail/throw.hpp>
 
@@ -157,17 +158,12 @@ private:
                                  .append(std::to_string(pos_)));
     }
 
-    static bool isSpace(char c) { return c == ' ' || c == '\t'; }
-    static bool isDigit(char c) { return c >= '0' && c <= '9'; }
-    static bool isAlpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-    static char lower(char c) {
-        return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+    [[nodiscard]] bool atDigit() const {
+        return pos_ < text_.size() && ascii::isDigit(text_[pos_]);
     }
 
-    [[nodiscard]] bool atDigit() const { return pos_ < text_.size() && isDigit(text_[pos_]); }
-
     void skipSpaces() {
-        while (pos_ < text_.size() && isSpace(text_[pos_])) {
+        while (pos_ < text_.size() && ascii::isBlank(text_[pos_])) {
             ++pos_;
         }
     }
@@ -200,8 +196,8 @@ private:
 
     std::string letters() {
         std::string out;
-        while (pos_ < text_.size() && isAlpha(text_[pos_])) {
-            out.push_back(lower(text_[pos_++]));
+        while (pos_ < text_.size() && ascii::isAlpha(text_[pos_])) {
+            out.push_back(ascii::toLower(text_[pos_++]));
         }
         return out;
     }

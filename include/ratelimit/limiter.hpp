@@ -77,26 +77,28 @@ public:
     /// Throws: `std::invalid_argument` for a negative cost; `std::bad_alloc`.
     /// Complexity: O(1) (sliding log: O(maxRunsPerKey)).
     Decision tryAcquire(std::string_view key, std::int64_t cost = 1) {
-        return stepNow(key, cost, true);
+        return stepNow(key, cost, StepMode::kConsume);
     }
 
     /// `tryAcquire` at a time the caller already read from this limiter's clock (not offered
     /// for a store-side clock, whose time only the store reads). A time earlier than the key's
-    /// last write is a clock step back (the rebase rule of the README): threads that share a key
-    /// and pass times they read earlier should set `LimiterOptions::lateCallTolerance`.
+    /// last write is a clock step back (docs/semantics.md, "Clock steps"): threads that share a
+    /// key and pass times they read earlier should set `LimiterOptions::lateCallTolerance`.
     Decision tryAcquire(std::string_view key, std::int64_t cost,
                         time_point now) requires(!detail::kStoreSideClock<Clock>) {
-        return step(key, cost, now, true);
+        return step(key, cost, now, StepMode::kConsume);
     }
 
     /// The decision `tryAcquire(key, cost)` would return now, without consuming anything.
     /// Thread safety: thread-safe, but the answer may be outdated at once.
-    Decision peek(std::string_view key, std::int64_t cost = 1) { return stepNow(key, cost, false); }
+    Decision peek(std::string_view key, std::int64_t cost = 1) {
+        return stepNow(key, cost, StepMode::kPeek);
+    }
 
     /// `peek` at a given time of this limiter's clock.
     Decision peek(std::string_view key, std::int64_t cost,
                   time_point now) requires(!detail::kStoreSideClock<Clock>) {
-        return step(key, cost, now, false);
+        return step(key, cost, now, StepMode::kPeek);
     }
 
     /// Forgets everything about `key`: its next request meets a fresh limit.
@@ -121,8 +123,8 @@ private:
             detail::throwInvalidArgument("LimiterOptions.lateCallTolerance must be in 0..1h (got " +
                                          std::to_string(options.lateCallTolerance.count()) + "ns)");
         }
-        return Quota::make(limit, kNanosPerTick, options.maxRunsPerKey,
-                           options.lateCallTolerance.count() / kNanosPerTick);
+        return Quota::make<Model>(limit, kNanosPerTick, options.maxRunsPerKey,
+                                  options.lateCallTolerance.count() / kNanosPerTick);
     }
 
     static void checkCost(std::int64_t cost) {
@@ -133,21 +135,21 @@ private:
 
     /// Lets the storage read the clock (see `tryAcquire`): calls on one key then take effect
     /// in the order of their times.
-    Decision stepNow(std::string_view key, std::int64_t cost, bool consume) {
+    Decision stepNow(std::string_view key, std::int64_t cost, StepMode mode) {
         checkCost(cost);
         const Tick phase = phaseOf(key);
         if constexpr (detail::kStoreSideClock<Clock>) {
-            return table_.stepAtStoreTime(key, phase, cost, consume);
+            return table_.stepAtStoreTime(key, phase, cost, mode);
         } else {
             const auto read = [this, phase] { return detail::satSub(ticks(clock_.now()), phase); };
-            return table_.step(key, detail::TickSource(read), cost, consume);
+            return table_.step(key, detail::TickSource(read), cost, mode);
         }
     }
 
-    Decision step(std::string_view key, std::int64_t cost, time_point now, bool consume) {
+    Decision step(std::string_view key, std::int64_t cost, time_point now, StepMode mode) {
         checkCost(cost);
         const auto fixed = [tick = detail::satSub(ticks(now), phaseOf(key))] { return tick; };
-        return table_.step(key, detail::TickSource(fixed), cost, consume);
+        return table_.step(key, detail::TickSource(fixed), cost, mode);
     }
 
     static Tick ticks(time_point t) noexcept {

@@ -110,7 +110,7 @@ void fuzzRules(std::string_view text) {
 
 void fuzzWriters(std::string_view text) {
     std::string sf;
-    ratelimit::detail::appendSfString(sf, text);
+    ratelimit::detail::http_fields::appendSfString(sf, text);
     for (const char c : sf) {
         check(c >= 0x20 && c <= 0x7e);
     }

@@ -21,6 +21,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
+using ratelimit::Algorithm;
 using ratelimit::Decision;
 using ratelimit::Limit;
 using ratelimit::http::Header;
@@ -83,8 +84,10 @@ TEST_CASE("RateLimit headers: several policies in one field, as the draft's exam
           "[unit][http][headers]") {
     // 3.2: RateLimit-Policy: "permin";q=50;w=60,"perhr";q=1000;w=3600 (RFC 9651 serialises list
     // members separated by ", "; parsers accept both).
-    const QuotaPolicy perMin = QuotaPolicy::forLimit("permin", Limit::perMinute(50));
-    const QuotaPolicy perHr = QuotaPolicy::forLimit("perhr", Limit::perHour(1000));
+    const QuotaPolicy perMin =
+        QuotaPolicy::forLimit("permin", Limit::perMinute(50), Algorithm::kFixedWindow);
+    const QuotaPolicy perHr =
+        QuotaPolicy::forLimit("perhr", Limit::perHour(1000), Algorithm::kFixedWindow);
     const std::array<PolicyDecision, 2> checks{
         {{&perMin, allowed(50, 49, 60s)}, {&perHr, allowed(1000, 3, 3600s)}}};
     const std::vector<Header> h = RateLimitHeaders{}(checks, kAt);
@@ -96,7 +99,8 @@ TEST_CASE("RateLimit headers: several policies in one field, as the draft's exam
 
     // 3.2: "burst";q=100;w=60,"daily";q=1000;w=86400, the daily one refusing.
     const QuotaPolicy burst{"burst", 100, 60s};
-    const QuotaPolicy daily = QuotaPolicy::forLimit("daily", Limit::perDay(1000));
+    const QuotaPolicy daily =
+        QuotaPolicy::forLimit("daily", Limit::perDay(1000), Algorithm::kFixedWindow);
     const std::array<PolicyDecision, 2> both{
         {{&burst, allowed(100, 99, 60s)}, {&daily, refused(1000, 3599s, 86400s)}}};
     const std::vector<Header> r = RateLimitHeaders{}(both, kAt);
@@ -119,23 +123,27 @@ TEST_CASE("RateLimit headers: odd policy names are quoted and escaped, unsendabl
     CHECK(field(RateLimitHeaders{}(QuotaPolicy{"a\nb\xc3\xa9", 1, 1s}, allowed(1, 1, 0s), kAt),
                 "RateLimit") == R"("a?b??";r=1;t=0)");
     using Catch::Matchers::Contains;
-    REQUIRE_THROWS_WITH(QuotaPolicy::forLimit("caf\xc3\xa9", Limit::perSecond(1)),
-                        Contains("QuotaPolicy.name"));
-    REQUIRE_THROWS_WITH(QuotaPolicy::forLimit("tab\there", Limit::perSecond(1)),
-                        Contains("QuotaPolicy.name"));
-    REQUIRE_THROWS_WITH(QuotaPolicy::forLimit(std::string(257, 'a'), Limit::perSecond(1)),
-                        Contains("QuotaPolicy.name"));
+    REQUIRE_THROWS_WITH(
+        QuotaPolicy::forLimit("caf\xc3\xa9", Limit::perSecond(1), Algorithm::kFixedWindow),
+        Contains("QuotaPolicy.name"));
+    REQUIRE_THROWS_WITH(
+        QuotaPolicy::forLimit("tab\there", Limit::perSecond(1), Algorithm::kFixedWindow),
+        Contains("QuotaPolicy.name"));
+    REQUIRE_THROWS_WITH(
+        QuotaPolicy::forLimit(std::string(257, 'a'), Limit::perSecond(1), Algorithm::kFixedWindow),
+        Contains("QuotaPolicy.name"));
 }
 
 TEST_CASE("RateLimit headers: w only for whole seconds; buckets advertise their burst",
           "[unit][http][headers]") {
-    const QuotaPolicy subSecond = QuotaPolicy::forLimit("fast", Limit::per(3, 1500ms));
+    const QuotaPolicy subSecond =
+        QuotaPolicy::forLimit("fast", Limit::per(3, 1500ms), Algorithm::kFixedWindow);
     CHECK(field(RateLimitHeaders{}(subSecond, allowed(3, 2, 1500ms), kAt), "RateLimit-Policy") ==
           R"("fast";q=3)");
     CHECK(field(RateLimitHeaders{}(subSecond, allowed(3, 2, 1500ms), kAt), "RateLimit") ==
           R"("fast";r=2;t=2)");
     const QuotaPolicy bucket =
-        QuotaPolicy::forLimit("api", Limit::per(10, 90s).withBurst(20), /*bucket=*/true);
+        QuotaPolicy::forLimit("api", Limit::per(10, 90s).withBurst(20), Algorithm::kTokenBucket);
     CHECK(bucket.quota == 20);
     CHECK(field(RateLimitHeaders{}(bucket, allowed(20, 19, 9s), kAt), "RateLimit-Policy") ==
           R"("api";q=20;w=90)");
@@ -227,13 +235,13 @@ TEST_CASE("RateLimit headers: pk is a keyed hash as an RFC 9651 byte sequence",
           "[unit][http][headers]") {
     // 4.2's byte sequences: "trial121323" and "App-999".
     std::string out;
-    ratelimit::detail::appendSfByteSequence(out, "trial121323");
+    ratelimit::detail::http_fields::appendSfByteSequence(out, "trial121323");
     CHECK(out == ":dHJpYWwxMjEzMjM=:");
     out.clear();
-    ratelimit::detail::appendSfByteSequence(out, "App-999");
+    ratelimit::detail::http_fields::appendSfByteSequence(out, "App-999");
     CHECK(out == ":QXBwLTk5OQ==:");
     out.clear();
-    ratelimit::detail::appendSfByteSequence(out, "");
+    ratelimit::detail::http_fields::appendSfByteSequence(out, "");
     CHECK(out == "::");
 
     HeaderOptions o;

@@ -39,13 +39,15 @@
 #include <ratelimit/algorithms/sliding_log.hpp>
 #include <ratelimit/algorithms/token_bucket.hpp>
 #include <ratelimit/decision.hpp>
-#include <ratelimit/detail/lua.hpp>
+#include <ratelimit/detail/redis_script.hpp>
 #include <ratelimit/limit.hpp>
+#include <ratelimit/storage/redis.hpp>
 
 #include "support/catch.hpp"
 #include "support/random_traffic.hpp"
 #include "support/redis_server.hpp"
 #include "support/redis_test_server.hpp"
+#include "support/resp.hpp"
 
 namespace {
 
@@ -85,17 +87,17 @@ std::optional<Fields> fieldsOf(const FixedWindowModel::State& s) {
     if (s.into == 0 && s.last == 0 && s.used == 0) {
         return std::nullopt;
     }
-    return Fields{{"start", str(s.last - s.into)}, {"last", str(s.last)}, {"used", str(s.used)}};
+    return Fields{{"last", str(s.last)}, {"into", str(s.into)}, {"used", str(s.used)}};
 }
 
 std::optional<Fields> fieldsOf(const SlidingCounterModel::State& s) {
     if (s.into == 0 && s.last == 0 && s.previous == 0 && s.current == 0) {
         return std::nullopt;
     }
-    return Fields{{"start", str(s.last - s.into)},
-                  {"last", str(s.last)},
-                  {"prev", str(s.previous)},
-                  {"curr", str(s.current)}};
+    return Fields{{"last", str(s.last)},
+                  {"into", str(s.into)},
+                  {"previous", str(s.previous)},
+                  {"current", str(s.current)}};
 }
 
 std::optional<Fields> fieldsOf(const SlidingLogModel::State& s) {
@@ -142,7 +144,8 @@ std::optional<Fields> hashOf(const redisReply* r) {
 
 template <class Model>
 const std::string& scriptOf() {
-    static const std::string script = ratelimit::detail::composeScript(Model::kLua, Model::kName);
+    static const std::string script = ratelimit::detail::composeScript(
+        {Model::kName, Model::kLua, Model::kStateFields}, ratelimit::detail::kQuotaArgumentNames);
     return script;
 }
 
@@ -166,30 +169,20 @@ return {decision, pttl, expireTime, hash, before, after}
     return script;
 }
 
-std::int64_t limitOf(bool bucket, const Quota& q) { return bucket ? q.burst : q.count; }
-
-/// EVAL's arguments after the script: numkeys, key, ARGV[1..13].
+/// EVAL of `script` as the storage sends it (its own encoder): verb, script, numkeys, key,
+/// then ARGV, the call's arguments and the quota's.
 std::vector<std::string> evalArgs(const std::string& script, std::string_view key,
                                   const std::string& now, std::int64_t cost, bool consume,
-                                  std::int64_t phase, const Quota& q, std::int64_t limit) {
-    return {"EVAL",
-            script,
-            "1",
-            std::string(key),
-            now,
-            str(cost),
-            consume ? "1" : "0",
-            str(phase),
-            str(q.count),
-            str(q.burst),
-            str(q.period),
-            str(q.unitsPerToken),
-            str(q.unitsPerTick),
-            str(q.capacityUnits),
-            str(q.maxRunsPerKey),
-            str(limit),
-            str(q.lateTolerance)};
+                                  std::int64_t phase, const Quota& q) {
+    std::string request;
+    ratelimit::detail::appendScriptRequest(request, "EVAL", script, key,
+                                           {now, cost, consume, phase},
+                                           ratelimit::detail::quotaArguments(q));
+    return rt::argvOf(request);
 }
+
+/// Where ARGV[i] (from 0) stands in `evalArgs`.
+constexpr std::size_t kArgvStart = 4;
 
 std::vector<std::string_view> views(const std::vector<std::string>& v) {
     return {v.begin(), v.end()};
@@ -368,8 +361,8 @@ struct Differential {
             std::vector<std::int64_t>{1, 2, 3, 5, 64}[static_cast<std::size_t>(uniform(rng, 0, 4))];
         const Limit limit =
             Limit::per(cs.count, std::chrono::microseconds{cs.periodUs}).withBurst(cs.burst);
-        const Quota q = Quota::make(limit, 1000, maxRuns);
-        const std::int64_t lim = limitOf(Model::kBucket, q);
+        const Quota q = Quota::make<Model>(limit, 1000, maxRuns);
+        const std::int64_t lim = q.capacity;
         const std::string key = "{rl-test-lua}:" + std::string(Model::kName) + ":" +
                                 str(static_cast<std::int64_t>(index));
         REQUIRE(rt::command(c, {"DEL", key}) != nullptr);
@@ -449,7 +442,7 @@ struct Differential {
             const bool wrote = after != before;
 
             const std::vector<std::string> args =
-                evalArgs(probeScriptOf<Model>(), key, str(t), cost, consume, phase, q, lim);
+                evalArgs(probeScriptOf<Model>(), key, str(t), cost, consume, phase, q);
             const rt::RedisReplyPtr probe = rt::command(c, views(args));
             REQUIRE(probe != nullptr);
             if (probe->type == REDIS_REPLY_ERROR) {
@@ -658,14 +651,14 @@ TEMPLATE_TEST_CASE("Redis Lua: the script reads TIME when ARGV[1] is empty", "[r
         REQUIRE(r->type == REDIS_REPLY_ARRAY);
         return std::stoll(r->element[0]->str) * 1'000'000 + std::stoll(r->element[1]->str);
     };
-    const Quota q = Quota::make(Limit::perSecond(5), 1000, 64);
-    const std::int64_t lim = limitOf(TestType::kBucket, q);
+    const Quota q = Quota::make<TestType>(Limit::perSecond(5), 1000, 64);
+    const std::int64_t lim = q.capacity;
     const std::string key = "{rl-test-lua}:time:" + std::string(TestType::kName);
     const std::int64_t phase = 123'456;
 
     const std::int64_t before = serverTime();
-    const rt::RedisReplyPtr r = rt::command(
-        c.get(), views(evalArgs(scriptOf<TestType>(), key, "", 2, true, phase, q, lim)));
+    const rt::RedisReplyPtr r =
+        rt::command(c.get(), views(evalArgs(scriptOf<TestType>(), key, "", 2, true, phase, q)));
     const std::int64_t after = serverTime();
     std::string error;
     const std::optional<LuaDecision> l = parseDecision(r.get(), error);
@@ -699,8 +692,7 @@ TEMPLATE_TEST_CASE("Redis Lua: any byte string is a key", "[redis][lua]", TokenB
         return;
     }
     const rt::RedisContextPtr c = connectTo(*server);
-    const Quota q = Quota::make(Limit::perMinute(3), 1000, 64);
-    const std::int64_t lim = limitOf(TestType::kBucket, q);
+    const Quota q = Quota::make<TestType>(Limit::perMinute(3), 1000, 64);
 
     std::string key("{rl-test-lua}:\0 \r\n{x}} %d %s \x01\xff", 30);
     while (key.size() < std::size_t{64} * 1024) {
@@ -711,7 +703,7 @@ TEMPLATE_TEST_CASE("Redis Lua: any byte string is a key", "[redis][lua]", TokenB
 
     const auto call = [&](const std::string& k, std::int64_t cost) {
         const rt::RedisReplyPtr r = rt::command(
-            c.get(), views(evalArgs(scriptOf<TestType>(), k, "5000000", cost, true, 0, q, lim)));
+            c.get(), views(evalArgs(scriptOf<TestType>(), k, "5000000", cost, true, 0, q)));
         std::string error;
         auto d = parseDecision(r.get(), error);
         INFO(error);
@@ -748,8 +740,10 @@ TEMPLATE_TEST_CASE("Redis Lua: the script follows the Lua rules", "[redis][lua]"
     CHECK(script.find("tostring") == std::string::npos);
     CHECK(script.find("PEXPIREAT") == std::string::npos);
     CHECK(script.find("math.floor(a / b)") == std::string::npos);
-    CHECK_THROWS_AS(ratelimit::detail::composeScript(TestType::kLua, "no such"),
-                    std::invalid_argument);
+    CHECK_THROWS_AS(
+        ratelimit::detail::composeScript({"no such", TestType::kLua, TestType::kStateFields},
+                                         ratelimit::detail::kQuotaArgumentNames),
+        std::invalid_argument);
 }
 
 TEMPLATE_TEST_CASE("Redis Lua: refusals still answer at maxmemory", "[redis][lua]",
@@ -760,12 +754,12 @@ TEMPLATE_TEST_CASE("Redis Lua: refusals still answer at maxmemory", "[redis][lua
         return;
     }
     const rt::RedisContextPtr c = connectTo(*server);
-    const Quota q = Quota::make(Limit::perSecond(2), 1000, 64);
-    const std::int64_t lim = limitOf(TestType::kBucket, q);
+    const Quota q = Quota::make<TestType>(Limit::perSecond(2), 1000, 64);
+    const std::int64_t lim = q.capacity;
     const std::string key = "{rl-test-lua}:oom:" + std::string(TestType::kName);
     const auto call = [&](std::int64_t now, std::int64_t cost) {
-        return rt::command(
-            c.get(), views(evalArgs(scriptOf<TestType>(), key, str(now), cost, true, 0, q, lim)));
+        return rt::command(c.get(),
+                           views(evalArgs(scriptOf<TestType>(), key, str(now), cost, true, 0, q)));
     };
     std::string error;
     REQUIRE(parseDecision(call(10'000'000, 2).get(), error));  // empties the key
@@ -799,20 +793,23 @@ TEST_CASE("Redis Lua: malformed arguments are script errors, not decisions", "[r
         return;
     }
     const rt::RedisContextPtr c = connectTo(*server);
-    const Quota q = Quota::make(Limit::perSecond(2), 1000, 64);
+    const Quota q = Quota::make<TokenBucketModel>(Limit::perSecond(2), 1000, 64);
     std::vector<std::string> args =
-        evalArgs(scriptOf<TokenBucketModel>(), "{rl-test-lua}:bad", "1000", -1, true, 0, q, 2);
+        evalArgs(scriptOf<TokenBucketModel>(), "{rl-test-lua}:bad", "1000", -1, true, 0, q);
+    using ratelimit::detail::callArgument;
+    std::string& now = args[kArgvStart + callArgument("now")];
+    std::string& cost = args[kArgvStart + callArgument("cost")];
     rt::RedisReplyPtr r = rt::command(c.get(), views(args));
     REQUIRE(r != nullptr);
     CHECK(r->type == REDIS_REPLY_ERROR);
-    args[4] = "1.5";
-    args[5] = "1";
+    now = "1.5";
+    cost = "1";
     r = rt::command(c.get(), views(args));
     REQUIRE(r != nullptr);
     CHECK(r->type == REDIS_REPLY_ERROR);
     // A cost beyond 2^53 is no error: like any cost above the limit, it never passes.
-    args[4] = "1000";
-    args[5] = str(std::numeric_limits<std::int64_t>::max());
+    now = "1000";
+    cost = str(std::numeric_limits<std::int64_t>::max());
     r = rt::command(c.get(), views(args));
     std::string error;
     const auto never = parseDecision(r.get(), error);

@@ -1,12 +1,14 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <string_view>
 
 #include <ratelimit/algorithms/model.hpp>
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/checked_math.hpp>
+#include <ratelimit/limit.hpp>
 
 namespace ratelimit {
 inline namespace v1 {
@@ -33,6 +35,13 @@ struct FixedWindowModel {
         Tick into = 0;          ///< `last` − the window's start: 0 <= into < period
         std::int64_t used = 0;  ///< 0 marks a fresh key
     };
+    /// `State`'s fields as the Redis script names them (a hash field each), and the version of
+    /// that encoding, part of every key (version 1 held the window's start instead of `into`).
+    static constexpr std::array<std::string_view, 3> kStateFields{"last", "into", "used"};
+    static constexpr int kStateVersion = 2;
+
+    /// The limit a client sees: the count of one window.
+    static constexpr std::int64_t capacity(const Limit& limit) noexcept { return limit.count; }
 
     RATELIMIT_ALWAYS_INLINE static Decision step(State& state, const Quota& q, Tick now,
                                                  std::int64_t cost) noexcept {
@@ -41,84 +50,79 @@ struct FixedWindowModel {
         const Tick left = q.period - view.into;
         const Tick reset = view.used > 0 ? left : 0;
         if (cost > q.count) {
-            return detail::decision(q, false, q.count, q.count - view.used, detail::kNeverTicks,
-                                    reset);
+            return detail::refusedForever(q, q.count - view.used, reset);
         }
         if (view.used + cost <= q.count) {
             if (cost > 0) {
                 view.used += cost;
                 state = view;
             }
-            return detail::decision(q, true, q.count, q.count - view.used, 0,
-                                    view.used > 0 ? left : 0);
+            return detail::admitted(q, q.count - view.used, view.used > 0 ? left : 0);
         }
         if (steppedBack) {
             state = view;
         }
-        return detail::decision(q, false, q.count, q.count - view.used, left, reset);
+        return detail::refused(q, q.count - view.used, left, reset);
     }
 
-    /// The same step in Redis Lua (composed by `detail::composeScript`): the table
-    /// `fixed_window` over the hash fields `start`, `last` and `used`, in µs ticks. A missing
-    /// key is the fresh state. `s` becomes the rolled (and rebased) view; it is stored only
-    /// when `write` says the C++ step would have changed the state.
+    /// The same model in Lua, line by line (composed into a script by the Redis storage): a
+    /// step returns the decision and the state to store, or nil when nothing changed. Times
+    /// are below 2^53 µs; a sum beyond that only meets comparisons and `min` with values below
+    /// the period, which rounding cannot reverse.
     static constexpr std::string_view kLua = R"lua(
 local fixed_window = {}
-function fixed_window.load(key)
-  local v = redis.call('HMGET', key, 'start', 'last', 'used')
-  local start = v[1] and tonumber(v[1])
-  local last = v[2] and tonumber(v[2])
-  local used = v[3] and tonumber(v[3])
-  if not start or not last or not used then
-    return {start = 0, last = 0, used = 0}
+function fixed_window.step(state, q, now, cost)
+  local view = copyOf(state)
+  local steppedBack = fixed_window.rebaseAndRoll(view, q, now)
+  local left = q.period - view.into
+  local reset = view.used > 0 and left or 0
+  if cost > q.count then
+    return refusedForever(q, q.count - view.used, reset), nil
   end
-  return {start = start, last = last, used = used}
-end
-function fixed_window.rebaseAndRoll(s, now, p)
-  local steppedBack = s.used > 0 and now < s.last
+  if view.used + cost <= q.count then
+    local written = nil
+    if cost > 0 then
+      view.used = view.used + cost
+      written = view
+    end
+    return admitted(q, q.count - view.used, view.used > 0 and left or 0), written
+  end
+  local written = nil
   if steppedBack then
-    s.start = s.start - (s.last - now)
-    s.last = now
+    written = view
   end
-  local aligned = idiv(now, p.period) * p.period
-  if s.used > 0 and now - s.start >= p.period then
-    s.used = 0
-    s.start = math.max(aligned, s.start + p.period)
-  elseif s.used == 0 then
-    s.start = aligned
-  end
-  return steppedBack
+  return refused(q, q.count - view.used, left, reset), written
 end
-function fixed_window.lastWrite(s)
-  if s.used > 0 then return s.last end
+function fixed_window.lastWrite(state)
+  if state.used > 0 then return state.last end
   return nil
 end
-function fixed_window.step(s, now, cost, p)
-  local steppedBack = fixed_window.rebaseAndRoll(s, now, p)
-  local left = p.period - (now - s.start)
-  local reset = 0
-  if s.used > 0 then reset = left end
-  if cost > p.count then
-    return false, p.count - s.used, -1, reset, false
-  end
-  if cost <= p.count - s.used then
-    if cost > 0 then
-      s.used = s.used + cost
-      s.last = now
-      return true, p.count - s.used, 0, left, true
-    end
-    return true, p.count - s.used, 0, reset, false
-  end
-  return false, p.count - s.used, left, reset, steppedBack
+-- How long Redis keeps a written key: until isFresh holds, which a window shifted by a step
+-- back reaches only at the next epoch-aligned edge after its end.
+function fixed_window.keep(state, q, reset)
+  return reset + imod(state.into - state.last, q.period)
 end
-function fixed_window.store(key, s, reset, p)
-  if reset <= 0 then
-    redis.call('DEL', key)
-    return
+function fixed_window.elapsed(s, now)
+  return s.into + (now - s.last)
+end
+function fixed_window.alignedInto(now, q)
+  return imod(now, q.period)
+end
+function fixed_window.rebaseAndRoll(s, q, now)
+  local steppedBack = s.used > 0 and now < s.last
+  if s.used == 0 then
+    s.into = fixed_window.alignedInto(now, q)
+  elseif not steppedBack then
+    local e = fixed_window.elapsed(s, now)
+    if e >= q.period then
+      s.used = 0
+      s.into = math.min(fixed_window.alignedInto(now, q), e - q.period)
+    else
+      s.into = e
+    end
   end
-  redis.call('HSET', key, 'start', fmt(s.start), 'last', fmt(s.last), 'used', fmt(s.used))
-  -- A shifted window is kept until the next aligned edge, as isFresh says in C++.
-  keepFor(key, reset + imod(-(s.start + p.period), p.period))
+  s.last = now
+  return steppedBack
 end
 )lua";
 

@@ -1,29 +1,12 @@
 #pragma once
 
-#include <algorithm>
-#include <array>
-#include <cstddef>
 #include <string_view>
 
 #include <ratelimit/algorithms/token_bucket.hpp>
+#include <ratelimit/detail/joined_string.hpp>
 
 namespace ratelimit {
 inline namespace v1 {
-
-namespace detail {
-
-/// `A` followed by `B`, as a constant string: lets one model's Lua extend another's.
-template <const std::string_view& A, const std::string_view& B>
-struct JoinedString {
-    static constexpr std::array<char, A.size() + B.size()> kChars = [] {
-        std::array<char, A.size() + B.size()> out{};
-        std::copy(B.begin(), B.end(), std::copy(A.begin(), A.end(), out.begin()));
-        return out;
-    }();
-    static constexpr std::string_view kValue{kChars.data(), kChars.size()};
-};
-
-}  // namespace detail
 
 /// Leaky bucket as a meter: GCRA, as nginx `limit_req` and redis-cell do it. Each admitted
 /// cell pushes the theoretical arrival time (TAT) one emission interval `period/count` later;
@@ -37,6 +20,8 @@ struct JoinedString {
 /// Thread safety: stateless; `step` is a pure function of its arguments.
 struct LeakyBucketModel : TokenBucketModel {
     static constexpr std::string_view kName = "leaky_bucket";
+    /// Another name a configuration may use for it.
+    static constexpr std::string_view kAlias = "gcra";
 
     /// Its own type, so that a storage keeps its keys apart from the token bucket's.
     struct State : TokenBucketModel::State {};

@@ -18,7 +18,7 @@ inline namespace v1 {
 /// A time in whole ticks of the limiter's clock since that clock's epoch.
 using Tick = std::int64_t;
 
-/// A `Limit` compiled for one clock tick: what every model's step reads.
+/// A `Limit` compiled for one model and one clock tick: what every model's step reads.
 ///
 /// The bucket fields express the rate `count/period` as an exact rational reduced by
 /// g = gcd(count, period): one token is `unitsPerToken` units and each tick refills
@@ -27,6 +27,7 @@ using Tick = std::int64_t;
 struct Quota {
     std::int64_t count = 1;
     std::int64_t burst = 1;
+    std::int64_t capacity = 1;        ///< the limit a client sees: `Model::capacity(limit)`
     Tick period = 1;                  ///< ticks
     std::int64_t nanosPerTick = 1;    ///< to report durations in nanoseconds
     std::int64_t unitsPerToken = 1;   ///< period / g
@@ -37,8 +38,9 @@ struct Quota {
     detail::Divisor perToken;         ///< divides by `unitsPerToken` without a divide
     detail::Divisor perTick;          ///< divides by `unitsPerTick` without a divide
 
-    /// Compiles `limit` for a clock whose tick is `nanosPerTick` nanoseconds.
+    /// Compiles `limit` for the model `M` and a clock whose tick is `nanosPerTick` nanoseconds.
     /// Throws: `std::invalid_argument` when the period is not a whole number of ticks.
+    template <class M>
     static Quota make(const Limit& limit, std::int64_t nanosPerTick, std::int64_t maxRunsPerKey,
                       Tick lateToleranceTicks = 0) {
         limit.validate();
@@ -55,6 +57,7 @@ struct Quota {
         Quota q;
         q.count = limit.count;
         q.burst = limit.burst;
+        q.capacity = M::capacity(limit);
         q.period = limit.period.count() / nanosPerTick;
         q.nanosPerTick = nanosPerTick;
         const std::int64_t g = detail::gcd(q.count, q.period);
@@ -84,14 +87,18 @@ struct ModelRange {
 /// the limit changes nothing. It never reads a clock, locks or allocates for I/O.
 /// `isFresh(state, quota, now)` says the key is back to its untouched state (its memory may
 /// be reused). `lastWrite(state)` is the tick of the key's last write (the minimum tick for a
-/// fresh key). `range(quota)` gives the magnitudes the arithmetic meets.
+/// fresh key). `range(quota)` gives the magnitudes the arithmetic meets. `capacity(limit)` is
+/// the limit a client sees (`Decision::limit`, the most one call may cost): the one place that
+/// says it is `burst` for a bucket and `count` for a window. `kBucket` says the model has no
+/// windows (so `LimiterOptions::spreadWindowResets` has nothing to shift).
 template <class M>
 concept AlgorithmModel = std::default_initializable<typename M::State> &&
     std::copyable<typename M::State> &&
     requires(typename M::State& state, const typename M::State& constState, const Quota& quota,
-             Tick now, std::int64_t cost) {
+             const Limit& limit, Tick now, std::int64_t cost) {
     { M::kName } -> std::convertible_to<std::string_view>;
     { M::kBucket } -> std::convertible_to<bool>;
+    { M::capacity(limit) } -> std::same_as<std::int64_t>;
     { M::step(state, quota, now, cost) } -> std::same_as<Decision>;
     { M::isFresh(constState, quota, now) } -> std::same_as<bool>;
     { M::lastWrite(constState) } -> std::same_as<Tick>;
@@ -100,74 +107,44 @@ concept AlgorithmModel = std::default_initializable<typename M::State> &&
 
 namespace detail {
 
-/// Builds a `Decision` from tick durations; `retryTicks < 0` means never.
-RATELIMIT_ALWAYS_INLINE Decision decision(const Quota& q, bool allowed, std::int64_t limit,
-                                          std::int64_t remaining, Tick retryTicks,
+/// A `Decision` with its durations in ticks converted to nanoseconds.
+RATELIMIT_ALWAYS_INLINE Decision decision(const Quota& q, bool allowed, std::int64_t remaining,
+                                          std::chrono::nanoseconds retryAfter,
                                           Tick resetTicks) noexcept {
     Decision d;
     d.allowed = allowed;
-    d.limit = limit;
+    d.limit = q.capacity;
     d.remaining = remaining < 0 ? 0 : remaining;
-    d.retryAfter =
-        retryTicks < 0 ? Decision::kNever : std::chrono::nanoseconds{retryTicks * q.nanosPerTick};
+    d.retryAfter = retryAfter;
     d.resetAfter = std::chrono::nanoseconds{resetTicks * q.nanosPerTick};
     return d;
 }
 
-inline constexpr Tick kNeverTicks = -1;
-
-/// The bucket decision shared by the token bucket and GCRA, which differ only in how they
-/// store the `deficit` (units below full at `now`, already refilled).
-struct BucketOutcome {
-    Decision decision;
-    std::int64_t deficitAfter = 0;  ///< deficit to store when allowed
-};
-
-RATELIMIT_ALWAYS_INLINE BucketOutcome bucketStep(const Quota& q, std::int64_t deficit,
-                                                 std::int64_t cost) noexcept {
-    // Every dividend is below 2^62 + 2^62 (deficits and capacity are below 2^62).
-    const auto reset = [&](std::int64_t d) { return q.perTick.ceil(d); };
-    const auto remaining = [&](std::int64_t d) { return q.perToken.floor(q.capacityUnits - d); };
-    if (cost > q.burst) {
-        return {decision(q, false, q.burst, remaining(deficit), kNeverTicks, reset(deficit)),
-                deficit};
-    }
-    // cost <= burst < 2^49 and capacity < 2^62: no product below overflows.
-    const std::int64_t costUnits = cost * q.unitsPerToken;
-    if (deficit + costUnits <= q.capacityUnits) {
-        const std::int64_t after = deficit + costUnits;
-        return {decision(q, true, q.burst, remaining(after), 0, reset(after)), after};
-    }
-    const Tick wait = q.perTick.ceil(deficit + costUnits - q.capacityUnits);
-    return {decision(q, false, q.burst, remaining(deficit), wait, reset(deficit)), deficit};
+/// The cost is admitted: `remaining` after it, the key fresh again `resetTicks` from now.
+RATELIMIT_ALWAYS_INLINE Decision admitted(const Quota& q, std::int64_t remaining,
+                                          Tick resetTicks) noexcept {
+    return decision(q, true, remaining, std::chrono::nanoseconds{0}, resetTicks);
 }
 
-/// `bucketStep` in Lua, for both bucket models' scripts (needs `detail::kLuaPrelude`).
-/// Returns allowed, remaining, retry (-1 = never), reset, deficit after. With deficit <=
-/// capacity < 2^53 and cost <= burst, `cost * unitsPerToken <= capacity`; the test against
-/// the room left (never `deficit + costUnits`, up to 2^54) keeps every value exact.
-inline constexpr std::string_view kBucketStepLua = R"lua(
-local function bucketStep(p, deficit, cost)
-  local reset = ceildiv(deficit, p.unitsPerTick)
-  local remaining = idiv(p.capacity - deficit, p.unitsPerToken)
-  if cost > p.burst then
-    return false, remaining, -1, reset, deficit
-  end
-  local costUnits = cost * p.unitsPerToken
-  local room = p.capacity - deficit
-  if costUnits <= room then
-    local after = deficit + costUnits
-    return true, idiv(p.capacity - after, p.unitsPerToken), 0, ceildiv(after, p.unitsPerTick), after
-  end
-  return false, remaining, ceildiv(costUnits - room, p.unitsPerTick), reset, deficit
-end
-)lua";
+/// The cost is refused: the same call passes `retryTicks` from now.
+RATELIMIT_ALWAYS_INLINE Decision refused(const Quota& q, std::int64_t remaining, Tick retryTicks,
+                                         Tick resetTicks) noexcept {
+    return decision(q, false, remaining, std::chrono::nanoseconds{retryTicks * q.nanosPerTick},
+                    resetTicks);
+}
 
-/// Runs one model step with the late-call rule every storage applies: a call earlier than the
-/// key's last write by at most `lateTolerance` comes from a caller that read the clock just
-/// before another caller wrote (or from a host whose clock is slightly behind), not from a
-/// clock that stepped back. It is answered at the last write — no rebase, so the interval is
-/// never credited twice — and its waits are counted from its own time.
+/// The cost is above the capacity: refused for ever, whatever the wait.
+RATELIMIT_ALWAYS_INLINE Decision refusedForever(const Quota& q, std::int64_t remaining,
+                                                Tick resetTicks) noexcept {
+    return decision(q, false, remaining, Decision::kNever, resetTicks);
+}
+
+/// Runs one model step with the late-call rule every storage applies (docs/semantics.md, "Late
+/// calls"): a call earlier than the key's last write by at most `lateTolerance` comes from a
+/// caller that read the clock just before another caller wrote (or from a host whose clock is
+/// slightly behind), not from a clock that stepped back. It is answered at the last write — no
+/// rebase, so the interval is never credited twice — and its waits count from its own time.
+/// Redis applies the same rule in its script (detail/redis_script.hpp).
 template <AlgorithmModel M>
 RATELIMIT_ALWAYS_INLINE Decision applyStep(typename M::State& state, const Quota& q, Tick now,
                                            std::int64_t cost) {
@@ -188,10 +165,6 @@ RATELIMIT_ALWAYS_INLINE Decision applyStep(typename M::State& state, const Quota
         }
     }
     return d;
-}
-
-inline ModelRange bucketRange(const Quota& q) noexcept {
-    return {Int128{q.burst} * q.period / q.count + 1, Int128{q.burst} * q.unitsPerToken};
 }
 
 }  // namespace detail

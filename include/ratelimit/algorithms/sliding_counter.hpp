@@ -1,11 +1,13 @@
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string_view>
 
 #include <ratelimit/algorithms/model.hpp>
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/checked_math.hpp>
+#include <ratelimit/limit.hpp>
 
 namespace ratelimit {
 inline namespace v1 {
@@ -29,6 +31,14 @@ struct SlidingCounterModel {
         std::int64_t previous = 0;
         std::int64_t current = 0;
     };
+    /// `State`'s fields as the Redis script names them (a hash field each), and the version of
+    /// that encoding, part of every key (version 1 held the window's start instead of `into`).
+    static constexpr std::array<std::string_view, 4> kStateFields{"last", "into", "previous",
+                                                                  "current"};
+    static constexpr int kStateVersion = 2;
+
+    /// The limit a client sees: the count of one window.
+    static constexpr std::int64_t capacity(const Limit& limit) noexcept { return limit.count; }
 
     RATELIMIT_ALWAYS_INLINE static Decision step(State& state, const Quota& q, Tick now,
                                                  std::int64_t cost) noexcept {
@@ -45,105 +55,92 @@ struct SlidingCounterModel {
         const std::int64_t remaining = q.count - carried - view.current;
         const Tick reset = view.current > 0 ? 2 * w - e : (view.previous > 0 ? w - e : 0);
         if (cost > q.count) {
-            return detail::decision(q, false, q.count, remaining, detail::kNeverTicks, reset);
+            return detail::refusedForever(q, remaining, reset);
         }
         if (cost == 0 || weighted <= Int128{q.count - view.current - cost} * w) {
             if (cost > 0) {
                 view.current += cost;
                 state = view;
             }
-            return detail::decision(q, true, q.count, remaining - cost, 0,
-                                    view.current > 0 ? 2 * w - e : reset);
+            return detail::admitted(q, remaining - cost, view.current > 0 ? 2 * w - e : reset);
         }
         if (steppedBack) {
             state = view;
         }
-        return detail::decision(q, false, q.count, remaining, retryTicks(view, q, e, cost), reset);
+        return detail::refused(q, remaining, retryTicks(view, q, e, cost), reset);
     }
 
-    /// The same step in Redis Lua (composed by `detail::composeScript`): the table
-    /// `sliding_counter` over the hash fields `start`, `last`, `prev` and `curr`, in µs ticks.
-    /// A missing key is the fresh state. Bounds: prev, curr <= count, so every product
-    /// (`prev·(W − e)`, `(count − curr − cost)·W`, `W·(curr + cost − count)`) stays within
-    /// count·W < 2^53; `2W − e` is written `W + (W − e)` (exact while 2W < 2^53).
+    /// The same model in Lua, line by line (composed into a script by the Redis storage): a
+    /// step returns the decision and the state to store, or nil when nothing changed.
+    /// Bounds: previous, current <= count, so every product (`previous·(W − e)`,
+    /// `(count − current − cost)·W`, `W·(current + cost − count)`) stays within
+    /// count·W < 2^53, and 2W < 2^53.
     static constexpr std::string_view kLua = R"lua(
 local sliding_counter = {}
-function sliding_counter.load(key)
-  local v = redis.call('HMGET', key, 'start', 'last', 'prev', 'curr')
-  local start = v[1] and tonumber(v[1])
-  local last = v[2] and tonumber(v[2])
-  local prev = v[3] and tonumber(v[3])
-  local curr = v[4] and tonumber(v[4])
-  if not start or not last or not prev or not curr then
-    return {start = 0, last = 0, prev = 0, curr = 0}
+function sliding_counter.step(state, q, now, cost)
+  local view = copyOf(state)
+  local steppedBack = sliding_counter.rebaseAndRoll(view, q, now)
+  local w = q.period
+  local e = view.into
+  local weighted = view.previous * (w - e)
+  local carried = view.previous == 0 and 0 or ceildiv(weighted, w)
+  local remaining = q.count - carried - view.current
+  local reset = view.current > 0 and 2 * w - e or (view.previous > 0 and w - e or 0)
+  if cost > q.count then
+    return refusedForever(q, remaining, reset), nil
   end
-  return {start = start, last = last, prev = prev, curr = curr}
-end
-function sliding_counter.rebaseAndRoll(s, now, p)
-  local steppedBack = (s.prev > 0 or s.curr > 0) and now < s.last
+  if cost == 0 or weighted <= (q.count - view.current - cost) * w then
+    local written = nil
+    if cost > 0 then
+      view.current = view.current + cost
+      written = view
+    end
+    return admitted(q, remaining - cost, view.current > 0 and 2 * w - e or reset), written
+  end
+  local written = nil
   if steppedBack then
-    s.start = s.start - (s.last - now)
-    s.last = now
+    written = view
   end
-  local e = now - s.start
-  if e - p.period >= p.period then
-    s.prev = 0
-    s.curr = 0
-  elseif e >= p.period then
-    s.prev = s.curr
-    s.curr = 0
-    s.start = s.start + p.period
-  end
-  if s.prev == 0 and s.curr == 0 then
-    s.start = idiv(now, p.period) * p.period
-  end
-  return steppedBack
+  return refused(q, remaining, sliding_counter.retryTicks(view, q, e, cost), reset), written
 end
-function sliding_counter.lastWrite(s)
-  if s.prev > 0 or s.curr > 0 then return s.last end
+function sliding_counter.lastWrite(state)
+  if state.previous > 0 or state.current > 0 then return state.last end
   return nil
 end
-function sliding_counter.step(s, now, cost, p)
-  local steppedBack = sliding_counter.rebaseAndRoll(s, now, p)
-  local w = p.period
-  local e = now - s.start
-  local weighted = s.prev * (w - e)
-  local remaining = idiv(p.count * w - weighted, w) - s.curr
-  local reset = 0
-  if s.curr > 0 then
-    reset = w + (w - e)
-  elseif s.prev > 0 then
-    reset = w - e
-  end
-  if cost > p.count then
-    return false, remaining, -1, reset, false
-  end
-  if cost == 0 then
-    return true, remaining, 0, reset, false
-  end
-  if weighted <= (p.count - s.curr - cost) * w then
-    s.curr = s.curr + cost
-    s.last = now
-    return true, remaining - cost, 0, w + (w - e), true
-  end
-  local retry
-  if s.curr + cost <= p.count then
+function sliding_counter.retryTicks(s, q, e, cost)
+  local w = q.period
+  if s.current + cost <= q.count then
     -- Within this window, once the previous window's weight has decayed enough.
-    retry = ceildiv(weighted - (p.count - s.curr - cost) * w, s.prev)
-  else
-    -- In the next window, where the current count becomes the decaying previous one.
-    retry = (w - e) + ceildiv(w * (s.curr + cost - p.count), s.curr)
+    local excess = s.previous * (w - e) - (q.count - s.current - cost) * w
+    return ceildiv(excess, s.previous)
   end
-  return false, remaining, retry, reset, steppedBack
+  -- In the next window, where the current count becomes the decaying previous one.
+  local into = w * (s.current + cost - q.count)
+  return (w - e) + ceildiv(into, s.current)
 end
-function sliding_counter.store(key, s, reset)
-  if reset <= 0 then
-    redis.call('DEL', key)
-    return
+function sliding_counter.elapsed(s, now)
+  return s.into + (now - s.last)
+end
+function sliding_counter.rebaseAndRoll(s, q, now)
+  local steppedBack = (s.previous > 0 or s.current > 0) and now < s.last
+  if not steppedBack then
+    local e = sliding_counter.elapsed(s, now)
+    if e >= 2 * q.period then
+      s.previous = 0
+      s.current = 0
+    elseif e >= q.period then
+      s.previous = s.current
+      s.current = 0
+      s.into = e - q.period
+    else
+      s.into = e
+    end
   end
-  redis.call('HSET', key, 'start', fmt(s.start), 'last', fmt(s.last), 'prev', fmt(s.prev),
-    'curr', fmt(s.curr))
-  keepFor(key, reset)
+  if s.previous == 0 and s.current == 0 then
+    s.into = imod(now, q.period)
+  end
+  s.last = now
+  return steppedBack
 end
 )lua";
 

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -8,6 +9,7 @@
 #include <ratelimit/algorithms/model.hpp>
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/checked_math.hpp>
+#include <ratelimit/limit.hpp>
 
 namespace ratelimit {
 inline namespace v1 {
@@ -33,6 +35,13 @@ struct SlidingLogModel {
     struct State {
         std::vector<Run> runs;
     };
+    /// `State`'s fields as the Redis script names them (one hash field: the runs as "time
+    /// count" pairs, oldest first), and the version of that encoding, part of every key.
+    static constexpr std::array<std::string_view, 1> kStateFields{"runs"};
+    static constexpr int kStateVersion = 1;
+
+    /// The limit a client sees: the count of one window.
+    static constexpr std::int64_t capacity(const Limit& limit) noexcept { return limit.count; }
 
     static Decision step(State& state, const Quota& q, Tick now, std::int64_t cost) {
         auto& runs = state.runs;
@@ -41,9 +50,8 @@ struct SlidingLogModel {
         const bool steppedBack = !runs.empty() && now < runs.back().time;
         const Tick reference = steppedBack ? runs.back().time : now;
         const auto age = [&](const Run& r) { return detail::satSub(reference, r.time); };
-        const auto expired = [&](const Run& r) { return age(r) >= q.period; };
         std::size_t first = 0;
-        while (first < runs.size() && expired(runs[first])) {
+        while (first < runs.size() && age(runs[first]) >= q.period) {
             ++first;
         }
         std::int64_t used = 0;
@@ -52,15 +60,14 @@ struct SlidingLogModel {
         }
         const Tick reset = first < runs.size() ? q.period - age(runs.back()) : 0;
         if (cost > q.count) {
-            return detail::decision(q, false, q.count, q.count - used, detail::kNeverTicks, reset);
+            return detail::refusedForever(q, q.count - used, reset);
         }
         if (used + cost <= q.count) {
             if (cost > 0) {
                 compact(runs, first, steppedBack, now);
                 append(runs, now, cost, q.maxRunsPerKey);
             }
-            return detail::decision(q, true, q.count, q.count - used - cost, 0,
-                                    cost > 0 ? q.period : reset);
+            return detail::admitted(q, q.count - used - cost, cost > 0 ? q.period : reset);
         }
         // The oldest runs whose expiry brings `used + cost` within `count`.
         std::int64_t freed = 0;
@@ -72,102 +79,103 @@ struct SlidingLogModel {
         if (steppedBack) {
             compact(runs, first, steppedBack, now);
         }
-        return detail::decision(q, false, q.count, q.count - used, wait, reset);
+        return detail::refused(q, q.count - used, wait, reset);
     }
 
-    /// The same step in Redis Lua (composed by `detail::composeScript`): the table
-    /// `sliding_log` over one hash field `runs`, "time count" pairs oldest first, separated by
-    /// spaces (written with `string.format('%d %d', …)`). A missing key is the empty log. Runs
-    /// are Lua pairs `{time, count}`.
+    /// The same model in Lua, line by line (composed into a script by the Redis storage): a
+    /// step returns the decision and the state to store, or nil when nothing changed. Runs
+    /// are tables {time, count}, as in C++; `decode` and `encode` read and write the hash
+    /// field (written with `string.format('%d %d', …)`). Lua arrays count from 1.
     static constexpr std::string_view kLua = R"lua(
 local sliding_log = {}
-function sliding_log.load(key)
-  local v = redis.call('HMGET', key, 'runs')
-  local runs = {}
-  if v[1] then
-    for t, c in string.gmatch(v[1], '(%-?%d+) (%d+)') do
-      runs[#runs + 1] = {tonumber(t), tonumber(c)}
-    end
-  end
-  return {runs = runs}
-end
--- Drops the expired runs before first and applies the step-back shift.
-function sliding_log.compact(s, first, shift)
-  local kept = {}
-  for i = first, #s.runs do
-    kept[#kept + 1] = {s.runs[i][1] - shift, s.runs[i][2]}
-  end
-  s.runs = kept
-end
-function sliding_log.append(s, now, cost, maxRuns)
-  local runs = s.runs
-  local n = #runs
-  if n > 0 and runs[n][1] == now then
-    runs[n][2] = runs[n][2] + cost
-    return
-  end
-  runs[n + 1] = {now, cost}
-  if n + 1 > maxRuns then
-    runs[2][2] = runs[2][2] + runs[1][2]
-    table.remove(runs, 1)
-  end
-end
-function sliding_log.lastWrite(s)
-  local n = #s.runs
-  if n == 0 then return nil end
-  return s.runs[n][1]
-end
-function sliding_log.step(s, now, cost, p)
-  local runs = s.runs
-  local n = #runs
+function sliding_log.step(state, q, now, cost)
+  local runs = state.runs
   -- After a step back the log shifts so its newest entry sits at now.
-  local shift = 0
-  if n > 0 and now < runs[n][1] then shift = runs[n][1] - now end
+  local steppedBack = #runs > 0 and now < runs[#runs].time
+  local reference = steppedBack and runs[#runs].time or now
+  local age = function(r) return reference - r.time end
   local first = 1
-  while first <= n and now - (runs[first][1] - shift) >= p.period do
+  while first <= #runs and age(runs[first]) >= q.period do
     first = first + 1
   end
   local used = 0
-  for i = first, n do
-    used = used + runs[i][2]
+  for i = first, #runs do
+    used = used + runs[i].count
   end
-  local reset = 0
-  if first <= n then reset = p.period - (now - (runs[n][1] - shift)) end
-  if cost > p.count then
-    return false, p.count - used, -1, reset, false
+  local reset = first <= #runs and q.period - age(runs[#runs]) or 0
+  if cost > q.count then
+    return refusedForever(q, q.count - used, reset), nil
   end
-  if used + cost <= p.count then
+  if used + cost <= q.count then
+    local written = nil
     if cost > 0 then
-      sliding_log.compact(s, first, shift)
-      sliding_log.append(s, now, cost, p.maxRuns)
-      return true, p.count - used - cost, 0, p.period, true
+      sliding_log.compact(state, first, steppedBack, now)
+      sliding_log.append(state, now, cost, q.maxRunsPerKey)
+      written = state
     end
-    return true, p.count - used, 0, reset, false
+    return admitted(q, q.count - used - cost, cost > 0 and q.period or reset), written
   end
   -- The oldest runs whose expiry brings used + cost within count.
   local freed = 0
   local j = first
-  while used - freed + cost > p.count do
-    freed = freed + runs[j][2]
+  while used - freed + cost > q.count do
+    freed = freed + runs[j].count
     j = j + 1
   end
-  local wait = p.period - (now - (runs[j - 1][1] - shift))
-  if shift > 0 then
-    sliding_log.compact(s, first, shift)
+  local wait = q.period - age(runs[j - 1])
+  local written = nil
+  if steppedBack then
+    sliding_log.compact(state, first, steppedBack, now)
+    written = state
   end
-  return false, p.count - used, wait, reset, shift > 0
+  return refused(q, q.count - used, wait, reset), written
 end
-function sliding_log.store(key, s, reset)
-  if reset <= 0 or #s.runs == 0 then
-    redis.call('DEL', key)
+function sliding_log.lastWrite(state)
+  local runs = state.runs
+  if #runs == 0 then return nil end
+  return runs[#runs].time
+end
+function sliding_log.compact(state, first, steppedBack, now)
+  local kept = {}
+  for i = first, #state.runs do
+    kept[#kept + 1] = state.runs[i]
+  end
+  if steppedBack and #kept > 0 then
+    local newest = kept[#kept].time
+    for _, r in ipairs(kept) do
+      r.time = now - (newest - r.time)
+    end
+  end
+  state.runs = kept
+end
+function sliding_log.append(state, now, cost, maxRuns)
+  local runs = state.runs
+  if #runs > 0 and runs[#runs].time == now then
+    runs[#runs].count = runs[#runs].count + cost
     return
   end
-  local parts = {}
-  for i = 1, #s.runs do
-    parts[i] = string.format('%d %d', s.runs[i][1], s.runs[i][2])
+  runs[#runs + 1] = {time = now, count = cost}
+  if #runs > maxRuns then
+    runs[2].count = runs[2].count + runs[1].count
+    table.remove(runs, 1)
   end
-  redis.call('HSET', key, 'runs', table.concat(parts, ' '))
-  keepFor(key, reset)
+end
+function sliding_log.fresh()
+  return {runs = {}}
+end
+function sliding_log.decode(fields)
+  local runs = {}
+  for t, c in string.gmatch(fields.runs, '(%-?%d+) (%d+)') do
+    runs[#runs + 1] = {time = tonumber(t), count = tonumber(c)}
+  end
+  return {runs = runs}
+end
+function sliding_log.encode(state)
+  local parts = {}
+  for i, r in ipairs(state.runs) do
+    parts[i] = string.format('%d %d', r.time, r.count)
+  end
+  return {runs = table.concat(parts, ' ')}
 end
 )lua";
 
@@ -188,7 +196,6 @@ end
     }
 
 private:
-    /// Drops the expired runs before `first` and applies the step-back shift.
     /// Drops the expired runs; after a step back, moves the rest so the newest sits at `now`
     /// (each keeps its age, below the period, so only `now` minus it can saturate).
     static void compact(std::vector<Run>& runs, std::size_t first, bool steppedBack, Tick now) {

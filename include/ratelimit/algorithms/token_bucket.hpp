@@ -1,11 +1,15 @@
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string_view>
 
+#include <ratelimit/algorithms/bucket.hpp>
 #include <ratelimit/algorithms/model.hpp>
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/checked_math.hpp>
+#include <ratelimit/detail/joined_string.hpp>
+#include <ratelimit/limit.hpp>
 
 namespace ratelimit {
 inline namespace v1 {
@@ -24,6 +28,13 @@ struct TokenBucketModel {
         Tick last = 0;
         std::int64_t deficit = 0;
     };
+    /// `State`'s fields as the Redis script names them (a hash field each), and the version of
+    /// that encoding, part of every key.
+    static constexpr std::array<std::string_view, 2> kStateFields{"last", "deficit"};
+    static constexpr int kStateVersion = 1;
+
+    /// The limit a client sees: the bucket's capacity.
+    static constexpr std::int64_t capacity(const Limit& limit) noexcept { return limit.burst; }
 
     RATELIMIT_ALWAYS_INLINE static Decision step(State& state, const Quota& q, Tick now,
                                                  std::int64_t cost) noexcept {
@@ -32,61 +43,50 @@ struct TokenBucketModel {
         if (cost > 0 && cost <= q.burst && (outcome.decision.allowed || steppedBack)) {
             // Admitted, or rebased: a step back keeps the deficit and restarts refill at `now`.
             state.last = now;
-            state.deficit = outcome.decision.allowed ? outcome.deficitAfter : state.deficit;
+            if (outcome.decision.allowed) {
+                state.deficit = outcome.deficitAfter;
+            }
         }
         return outcome.decision;
     }
 
-    /// The same step in Redis Lua (composed by `detail::composeScript`): the table
-    /// `token_bucket` with `load(key)`, `step(s, now, cost, p)` and `store(key, s, reset)`, over
-    /// the hash fields `last` and `deficit` in µs ticks. A missing key is the fresh state.
-    /// Bounds: deficit <= capacity < 2^53; `elapsed` is capped before it is multiplied.
-    static constexpr std::string_view kLua = R"lua(
+    /// The same model in Lua, line by line (composed into a script by the Redis storage): a
+    /// step returns the decision and the state to store, or nil when nothing changed.
+    /// Bounds: deficit <= capacityUnits < 2^53; a product above 2^53 is only compared with
+    /// the deficit, which rounding cannot reverse.
+    static constexpr std::string_view kLuaModel = R"lua(
 local token_bucket = {}
-function token_bucket.load(key)
-  local v = redis.call('HMGET', key, 'last', 'deficit')
-  local last = v[1] and tonumber(v[1])
-  local deficit = v[2] and tonumber(v[2])
-  if not last or not deficit then
-    return {last = 0, deficit = 0}
+function token_bucket.step(state, q, now, cost)
+  local steppedBack = state.deficit > 0 and now < state.last
+  local decision, deficitAfter = bucketStep(q, token_bucket.deficitAt(state, q, now), cost)
+  if cost > 0 and cost <= q.burst and (decision.allowed or steppedBack) then
+    -- Admitted, or rebased: a step back keeps the deficit and restarts refill at now.
+    state.last = now
+    if decision.allowed then
+      state.deficit = deficitAfter
+    end
+    return decision, state
   end
-  return {last = last, deficit = deficit}
+  return decision, nil
 end
-function token_bucket.deficitAt(s, now, p)
-  if s.deficit == 0 or now <= s.last then
-    return s.deficit
-  end
-  local elapsed = now - s.last
-  if elapsed >= ceildiv(s.deficit, p.unitsPerTick) then
-    return 0
-  end
-  return s.deficit - elapsed * p.unitsPerTick
-end
-function token_bucket.lastWrite(s)
-  if s.deficit > 0 then return s.last end
+function token_bucket.lastWrite(state)
+  if state.deficit > 0 then return state.last end
   return nil
 end
-function token_bucket.step(s, now, cost, p)
-  local steppedBack = s.deficit > 0 and now < s.last
-  local allowed, remaining, retry, reset, after =
-    bucketStep(p, token_bucket.deficitAt(s, now, p), cost)
-  local write = cost > 0 and cost <= p.burst and (allowed or steppedBack)
-  if write then
-    -- Admitted, or rebased: a step back keeps the deficit and restarts refill at now.
-    s.last = now
-    if allowed then s.deficit = after end
+function token_bucket.deficitAt(state, q, now)
+  if state.deficit == 0 or now <= state.last then
+    return state.deficit
   end
-  return allowed, remaining, retry, reset, write
-end
-function token_bucket.store(key, s, reset)
-  if reset <= 0 then
-    redis.call('DEL', key)
-    return
+  local elapsed = now - state.last
+  if elapsed * q.unitsPerTick >= state.deficit then
+    return 0
   end
-  redis.call('HSET', key, 'last', fmt(s.last), 'deficit', fmt(s.deficit))
-  keepFor(key, reset)
+  return state.deficit - elapsed * q.unitsPerTick
 end
 )lua";
+    /// The script's Lua: the shared bucket step, then the model.
+    static constexpr std::string_view kLua =
+        detail::JoinedString<detail::kBucketStepLua, kLuaModel>::kValue;
 
     static bool isFresh(const State& state, const Quota& q, Tick now) noexcept {
         return deficitAt(state, q, now) == 0;

@@ -46,15 +46,25 @@ struct IoStatus {
     [[nodiscard]] bool ok() const noexcept { return error == StoreError::kNone; }
 };
 
-/// Appends one command in RESP, binary-safe: every argument goes with its length, so keys may
-/// hold any byte and never pass through a format string.
-inline void appendCommand(std::string& out, std::initializer_list<std::string_view> args) {
+/// Appends the header of a RESP command of `arguments` arguments; `appendArgument` then appends
+/// each. Binary-safe: every argument goes with its length, so keys may hold any byte and never
+/// pass through a format string.
+inline void appendCommandHeader(std::string& out, std::size_t arguments) {
     out.push_back('*');
-    out.append(std::to_string(args.size())).append("\r\n");
+    out.append(std::to_string(arguments)).append("\r\n");
+}
+
+inline void appendArgument(std::string& out, std::string_view argument) {
+    out.push_back('$');
+    out.append(std::to_string(argument.size())).append("\r\n");
+    out.append(argument).append("\r\n");
+}
+
+/// Appends one command in RESP.
+inline void appendCommand(std::string& out, std::initializer_list<std::string_view> args) {
+    appendCommandHeader(out, args.size());
     for (const std::string_view a : args) {
-        out.push_back('$');
-        out.append(std::to_string(a.size())).append("\r\n");
-        out.append(a).append("\r\n");
+        appendArgument(out, a);
     }
 }
 

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include <ratelimit/detail/ascii.hpp>
 #include <ratelimit/detail/throw.hpp>
 
 namespace ratelimit {
@@ -29,8 +30,6 @@ inline constexpr int kEmbeddedV4PrefixLength = static_cast<int>(kEmbeddedV4Offse
 /// Largest dotted-quad part and its most digits.
 inline constexpr unsigned kMaxOctet = 255;
 inline constexpr std::size_t kMaxOctetDigits = 3;
-/// The most digits of a prefix length (`/128`).
-inline constexpr std::size_t kMaxPrefixDigits = 3;
 inline constexpr unsigned kByteMask = 0xff;
 /// `gap` when an IPv6 text has no `::`.
 inline constexpr std::size_t kNoGap = kV6Bytes;
@@ -209,21 +208,6 @@ private:
         return out;
     }
 
-    static constexpr bool isDigit(char c) noexcept { return c >= '0' && c <= '9'; }
-
-    static constexpr int hexValue(char c) noexcept {
-        if (c >= '0' && c <= '9') {
-            return c - '0';
-        }
-        if (c >= 'a' && c <= 'f') {
-            return c - 'a' + 10;
-        }
-        if (c >= 'A' && c <= 'F') {
-            return c - 'A' + 10;
-        }
-        return -1;
-    }
-
     static constexpr std::optional<IpAddress> parseV4(std::string_view text) noexcept {
         std::array<std::uint8_t, detail::ip::kV4Bytes> parts{};
         std::size_t pos = 0;
@@ -236,7 +220,7 @@ private:
             }
             const std::size_t start = pos;
             unsigned value = 0;
-            while (pos < text.size() && isDigit(text[pos]) &&
+            while (pos < text.size() && detail::ascii::isDigit(text[pos]) &&
                    pos - start < detail::ip::kMaxOctetDigits) {
                 value = value * 10 + static_cast<unsigned>(text[pos] - '0');
                 ++pos;
@@ -273,7 +257,7 @@ private:
         }
         unsigned group = 0;
         for (const char c : piece) {
-            const int v = hexValue(c);
+            const int v = detail::ascii::hexValue(c);
             if (v < 0) {
                 return std::nullopt;
             }
@@ -408,20 +392,11 @@ public:
         int prefix = width;
         if (slash != std::string_view::npos) {
             const std::string_view digits = text.substr(slash + 1);
-            if (digits.empty() || digits.size() > detail::ip::kMaxPrefixDigits ||
-                (digits.size() > 1 && digits[0] == '0')) {
-                return std::nullopt;
+            const std::optional<std::int64_t> value = detail::ascii::decimalValue(digits, width);
+            if (!value || (digits.size() > 1 && digits[0] == '0')) {
+                return std::nullopt;  // not a length up to the width, or a leading zero
             }
-            prefix = 0;
-            for (const char c : digits) {
-                if (c < '0' || c > '9') {
-                    return std::nullopt;
-                }
-                prefix = prefix * 10 + (c - '0');
-            }
-            if (prefix > width) {
-                return std::nullopt;
-            }
+            prefix = static_cast<int>(*value);
         }
         if (address->masked(prefix) != *address) {
             return std::nullopt;

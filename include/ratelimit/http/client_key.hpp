@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include <ratelimit/detail/ascii.hpp>
+#include <ratelimit/detail/http_fields.hpp>
 #include <ratelimit/detail/throw.hpp>
 #include <ratelimit/http/cidr.hpp>
 
@@ -91,26 +93,13 @@ struct ClientKey {
 
 namespace detail {
 
-/// `s` without the optional white space (spaces and tabs) around it.
-constexpr std::string_view trimOws(std::string_view s) noexcept {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
-        s.remove_prefix(1);
-    }
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
-        s.remove_suffix(1);
-    }
-    return s;
-}
-
-constexpr bool isAsciiDigit(char c) noexcept { return c >= '0' && c <= '9'; }
-
 /// The most digits of a port number (65535).
 inline constexpr std::size_t kMaxPortDigits = 5;
 
 /// The port after an address: one to five decimal digits (its value is not checked).
 constexpr bool isPortText(std::string_view port) noexcept {
     return !port.empty() && port.size() <= kMaxPortDigits &&
-           std::all_of(port.begin(), port.end(), isAsciiDigit);
+           std::all_of(port.begin(), port.end(), ascii::isDigit);
 }
 
 /// `[2001:db8::1]` or `[2001:db8::1]:443`: brackets hold IPv6 only.
@@ -148,7 +137,7 @@ namespace http {
 /// `::1`, `fe80::1%eth0`, `[2001:db8::1]`, `[2001:db8::1]:443`, with optional surrounding
 /// spaces. Returns nullopt for anything else (`unknown`, `_hidden`, garbage); never throws.
 [[nodiscard]] constexpr std::optional<IpAddress> parseNodeAddress(std::string_view text) noexcept {
-    text = detail::trimOws(text);
+    text = detail::http_fields::trimOws(text);
     if (!text.empty() && text.front() == '[') {
         return detail::parseBracketedAddress(text);
     }
@@ -163,96 +152,15 @@ namespace http {
 
 namespace detail {
 
-/// Where a scan for a delimiter outside quoted strings stopped.
-struct UnquotedScan {
-    std::size_t end = 0;  ///< the delimiter's index, or the text's size when there is none
-    bool open = false;    ///< a quoted string ran to the end of the text
-};
-
-/// The first `delimiter` at or after `pos` outside quoted strings (RFC 9110 section 5.6.4: a
-/// backslash in a quoted string escapes the next character).
-inline UnquotedScan findUnquoted(std::string_view text, std::size_t pos, char delimiter) noexcept {
-    bool quoted = false;
-    for (; pos < text.size(); ++pos) {
-        const char c = text[pos];
-        if (quoted) {
-            if (c == '\\') {
-                ++pos;
-            } else if (c == '"') {
-                quoted = false;
-            }
-        } else if (c == '"') {
-            quoted = true;
-        } else if (c == delimiter) {
-            return {pos, false};
-        }
-    }
-    return {text.size(), quoted};
-}
-
-/// Splits `value` at commas outside quoted strings (RFC 9110 lists), appending the pieces.
-/// Returns false on an unterminated quoted string.
-inline bool splitList(std::string_view value, std::vector<std::string_view>& out) {
-    std::size_t start = 0;
-    for (;;) {
-        const UnquotedScan scan = findUnquoted(value, start, ',');
-        if (scan.open) {
-            return false;
-        }
-        out.push_back(value.substr(start, scan.end - start));
-        if (scan.end == value.size()) {
-            return true;
-        }
-        start = scan.end + 1;
-    }
-}
-
-inline bool equalsIgnoreCase(std::string_view a, std::string_view b) noexcept {
-    if (a.size() != b.size()) {
-        return false;
-    }
-    for (std::size_t i = 0; i < a.size(); ++i) {
-        const auto lower = [](char c) {
-            return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-        };
-        if (lower(a[i]) != lower(b[i])) {
-            return false;
-        }
-    }
-    return true;
-}
-
-/// The content of a quoted-string (RFC 9110 section 5.6.4) with its escapes undone; nullopt
-/// when `quoted` is not exactly one quoted string.
-inline std::optional<std::string> unquote(std::string_view quoted) {
-    if (quoted.size() < 2 || quoted.back() != '"') {
-        return std::nullopt;
-    }
-    const std::string_view inner = quoted.substr(1, quoted.size() - 2);
-    std::string value;
-    for (std::size_t i = 0; i < inner.size(); ++i) {
-        if (inner[i] == '\\') {
-            if (++i == inner.size()) {
-                return std::nullopt;
-            }
-        } else if (inner[i] == '"') {
-            return std::nullopt;
-        }
-        value.push_back(inner[i]);
-    }
-    return value;
-}
-
-/// A tchar (RFC 9110 section 5.6.2), or ':' '[' ']' that some proxies write unquoted.
+/// A tchar, or ':' '[' ']' that some proxies write unquoted.
 constexpr bool isForwardedTokenChar(char c) noexcept {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-           std::string_view("!#$%&'*+-.^_`|~:[]").find(c) != std::string_view::npos;
+    return http_fields::isTokenChar(c) || c == ':' || c == '[' || c == ']';
 }
 
 /// The value of one pair: a quoted-string, unquoted, or a token; nullopt when malformed.
 inline std::optional<std::string> forwardedValue(std::string_view raw) {
     if (!raw.empty() && raw.front() == '"') {
-        return unquote(raw);
+        return http_fields::unquote(raw);
     }
     if (raw.empty() || !std::all_of(raw.begin(), raw.end(), isForwardedTokenChar)) {
         return std::nullopt;
@@ -267,8 +175,8 @@ inline std::optional<std::string> forwardedFor(std::string_view element) {
     std::size_t pos = 0;
     while (pos <= element.size()) {
         // One pair: token "=" ( token / quoted-string ), pairs separated by ';'.
-        const std::size_t end = findUnquoted(element, pos, ';').end;
-        const std::string_view pair = trimOws(element.substr(pos, end - pos));
+        const std::size_t end = http_fields::findUnquoted(element, pos, ';').end;
+        const std::string_view pair = http_fields::trimOws(element.substr(pos, end - pos));
         const std::size_t eq = pair.find('=');
         if (eq == std::string_view::npos || eq == 0) {
             return std::nullopt;
@@ -277,7 +185,7 @@ inline std::optional<std::string> forwardedFor(std::string_view element) {
         if (!value) {
             return std::nullopt;
         }
-        if (equalsIgnoreCase(pair.substr(0, eq), "for")) {
+        if (ascii::equalsIgnoreCase(pair.substr(0, eq), "for")) {
             if (found) {
                 return std::nullopt;
             }
@@ -429,7 +337,7 @@ private:
         }
         std::vector<std::string_view> pieces;
         for (const std::string_view v : headerValues) {
-            if (!detail::splitList(v, pieces)) {
+            if (!detail::http_fields::splitList(v, pieces)) {
                 return std::nullopt;
             }
         }

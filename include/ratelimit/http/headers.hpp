@@ -12,7 +12,9 @@
 #include <utility>
 #include <vector>
 
+#include <ratelimit/algorithms/algorithm.hpp>
 #include <ratelimit/decision.hpp>
+#include <ratelimit/detail/http_fields.hpp>
 #include <ratelimit/detail/siphash.hpp>
 #include <ratelimit/detail/throw.hpp>
 #include <ratelimit/limit.hpp>
@@ -22,13 +24,6 @@ inline namespace v1 {
 
 namespace detail {
 
-/// Largest Integer an RFC 9651 structured field may carry (15 digits).
-inline constexpr std::int64_t kSfIntegerMax = 999'999'999'999'999;
-
-inline constexpr std::int64_t clampSfInteger(std::int64_t v) noexcept {
-    return v < 0 ? 0 : (v > kSfIntegerMax ? kSfIntegerMax : v);
-}
-
 /// `d` in whole seconds, rounded up, saturating (a `kNever` wait stays huge, not negative).
 inline constexpr std::int64_t ceilSeconds(std::chrono::nanoseconds d) noexcept {
     if (d <= std::chrono::nanoseconds::zero()) {
@@ -36,83 +31,6 @@ inline constexpr std::int64_t ceilSeconds(std::chrono::nanoseconds d) noexcept {
     }
     const std::int64_t ns = d.count();
     return ns / 1'000'000'000 + (ns % 1'000'000'000 != 0 ? 1 : 0);
-}
-
-/// The printable ASCII range an RFC 9651 sf-string may carry (%x20-7E).
-inline constexpr char kSfStringFirst = 0x20;
-inline constexpr char kSfStringLast = 0x7e;
-
-inline constexpr bool isSfStringChar(char c) noexcept {
-    return c >= kSfStringFirst && c <= kSfStringLast;
-}
-
-/// True when every byte may stand in an RFC 9651 sf-string (printable ASCII, %x20-7E).
-inline constexpr bool isSfStringSafe(std::string_view s) noexcept {
-    return std::all_of(s.begin(), s.end(), isSfStringChar);
-}
-
-/// Appends `s` as an RFC 9651 sf-string: quoted, `"` and `\` escaped. Bytes outside %x20-7E
-/// cannot be serialised; they are written as `?` (names are checked at configuration time, so
-/// this only guards hand-made values).
-inline void appendSfString(std::string& out, std::string_view s) {
-    out.push_back('"');
-    for (const char c : s) {
-        if (c == '"' || c == '\\') {
-            out.push_back('\\');
-            out.push_back(c);
-        } else if (!isSfStringChar(c)) {
-            out.push_back('?');
-        } else {
-            out.push_back(c);
-        }
-    }
-    out.push_back('"');
-}
-
-/// Base64 (RFC 4648, section 4): three bytes make a 24-bit group, written as four 6-bit digits.
-namespace base64 {
-inline constexpr std::string_view kAlphabet =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-inline constexpr unsigned kDigitBits = 6;
-inline constexpr std::uint32_t kDigitMask = 0x3f;
-/// Where the first, second and third byte of a group sit in its 24 bits.
-inline constexpr unsigned kByte0Shift = 16;
-inline constexpr unsigned kByte1Shift = 8;
-/// Where the first, second and third digit of a group sit in its 24 bits.
-inline constexpr unsigned kDigit0Shift = 3 * kDigitBits;
-inline constexpr unsigned kDigit1Shift = 2 * kDigitBits;
-inline constexpr unsigned kDigit2Shift = kDigitBits;
-
-/// The digit of `group` that starts `shift` bits from the right.
-constexpr char digit(std::uint32_t group, unsigned shift) noexcept {
-    return kAlphabet[(group >> shift) & kDigitMask];
-}
-}  // namespace base64
-
-/// Appends `bytes` as an RFC 9651 Byte Sequence: `:` base64 with padding `:`.
-inline void appendSfByteSequence(std::string& out, std::string_view bytes) {
-    out.push_back(':');
-    std::size_t i = 0;
-    const auto byte = [&bytes](std::size_t k) {
-        return static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[k]));
-    };
-    for (; i + 3 <= bytes.size(); i += 3) {
-        const std::uint32_t n =
-            (byte(i) << base64::kByte0Shift) | (byte(i + 1) << base64::kByte1Shift) | byte(i + 2);
-        out.push_back(base64::digit(n, base64::kDigit0Shift));
-        out.push_back(base64::digit(n, base64::kDigit1Shift));
-        out.push_back(base64::digit(n, base64::kDigit2Shift));
-        out.push_back(base64::digit(n, 0));
-    }
-    if (const std::size_t left = bytes.size() - i; left > 0) {
-        const std::uint32_t n = (byte(i) << base64::kByte0Shift) |
-                                (left == 2 ? byte(i + 1) << base64::kByte1Shift : 0U);
-        out.push_back(base64::digit(n, base64::kDigit0Shift));
-        out.push_back(base64::digit(n, base64::kDigit1Shift));
-        out.push_back(left == 2 ? base64::digit(n, base64::kDigit2Shift) : '=');
-        out.push_back('=');
-    }
-    out.push_back(':');
 }
 
 /// The sixteen bytes of a SipHash-128 digest, big-endian (high half first).
@@ -153,19 +71,19 @@ struct QuotaPolicy {
     /// `w`: sent only when a whole number of seconds (the draft has no sub-second windows).
     std::chrono::nanoseconds window{0};
 
-    /// The policy of a `Limit`: quota `count` per window `period`, or `burst` for a bucket
-    /// (`bucket == true`), matching `Decision::limit`.
+    /// The policy of a `Limit` enforced by `algorithm`: quota its capacity (`count` for a
+    /// window, `burst` for a bucket, matching `Decision::limit`), window `period`.
     /// Throws: `std::invalid_argument` naming `QuotaPolicy.name` when it cannot be sent.
     [[nodiscard]] static QuotaPolicy forLimit(std::string name, const Limit& limit,
-                                              bool bucket = false) {
-        QuotaPolicy p{std::move(name), bucket ? limit.burst : limit.count, limit.period};
+                                              Algorithm algorithm) {
+        QuotaPolicy p{std::move(name), capacity(algorithm, limit), limit.period};
         p.validate();
         return p;
     }
 
     /// Throws: `std::invalid_argument` naming the field when the policy cannot be sent.
     void validate() const {
-        if (name.size() > 256 || !detail::isSfStringSafe(name)) {
+        if (name.size() > 256 || !detail::http_fields::isSfStringSafe(name)) {
             detail::throwInvalidArgument(
                 "QuotaPolicy.name must be at most 256 printable ASCII characters (RFC 9651 "
                 "sf-string); got a name of " +
@@ -230,7 +148,7 @@ struct ResponseContext {
         return std::nullopt;
     }
     const std::int64_t s = detail::ceilSeconds(d.retryAfter);
-    return detail::clampSfInteger(s < 1 ? 1 : s);
+    return detail::http_fields::clampSfInteger(s < 1 ? 1 : s);
 }
 
 /// Writes the rate-limit response fields for a request from the decisions of the policies that
@@ -323,7 +241,7 @@ private:
         const detail::Digest128 h = detail::SipHash128(
             options_.partitionKeySecret[0], options_.partitionKeySecret[1])(context.clientKey);
         std::string pk = ";pk=";
-        detail::appendSfByteSequence(pk, detail::digestBytes(h));
+        detail::http_fields::appendSfByteSequence(pk, detail::digestBytes(h));
         return pk;
     }
 
@@ -345,7 +263,8 @@ private:
     static void appendDraftMembers(std::string& policyField, std::string& limitField,
                                    const PolicyDecision& c, std::string_view pk) {
         appendMember(policyField, c.policy->name);
-        policyField.append(";q=").append(std::to_string(detail::clampSfInteger(c.policy->quota)));
+        policyField.append(";q=").append(
+            std::to_string(detail::http_fields::clampSfInteger(c.policy->quota)));
         const std::int64_t w = c.policy->window.count();
         if (w > 0 && w % 1'000'000'000 == 0) {
             policyField.append(";w=").append(std::to_string(w / 1'000'000'000));
@@ -353,7 +272,7 @@ private:
         policyField.append(pk);
         appendMember(limitField, c.policy->name);
         limitField.append(";r=")
-            .append(std::to_string(detail::clampSfInteger(c.decision.remaining)))
+            .append(std::to_string(detail::http_fields::clampSfInteger(c.decision.remaining)))
             .append(";t=")
             .append(std::to_string(effectiveWindow(c.decision)))
             .append(pk);
@@ -370,12 +289,12 @@ private:
                                  : context.now;
             const std::int64_t nowSeconds =
                 std::chrono::ceil<std::chrono::seconds>(now.time_since_epoch()).count();
-            reset = detail::clampSfInteger(nowSeconds + reset);
+            reset = detail::http_fields::clampSfInteger(nowSeconds + reset);
         }
-        out.push_back(
-            {"X-RateLimit-Limit", std::to_string(detail::clampSfInteger(binding.policy->quota))});
-        out.push_back(
-            {"X-RateLimit-Remaining", std::to_string(detail::clampSfInteger(d.remaining))});
+        out.push_back({"X-RateLimit-Limit",
+                       std::to_string(detail::http_fields::clampSfInteger(binding.policy->quota))});
+        out.push_back({"X-RateLimit-Remaining",
+                       std::to_string(detail::http_fields::clampSfInteger(d.remaining))});
         out.push_back({"X-RateLimit-Reset", std::to_string(reset)});
     }
 
@@ -400,7 +319,7 @@ private:
         if (!field.empty()) {
             field.append(", ");
         }
-        detail::appendSfString(field, name);
+        detail::http_fields::appendSfString(field, name);
     }
 
     /// `t`: seconds until the key is fresh when allowed; the wait when refused (so a
@@ -410,7 +329,7 @@ private:
             const std::optional<std::int64_t> s = retryAfterSeconds(d);
             return s ? *s : 0;
         }
-        return detail::clampSfInteger(detail::ceilSeconds(d.resetAfter));
+        return detail::http_fields::clampSfInteger(detail::ceilSeconds(d.resetAfter));
     }
 
     [[nodiscard]] std::int64_t jitter(const ResponseContext& context,

@@ -12,7 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include <ratelimit/any_limiter.hpp>
+#include <ratelimit/algorithms/algorithm.hpp>
+#include <ratelimit/detail/ascii.hpp>
 #include <ratelimit/detail/throw.hpp>
 #include <ratelimit/limit.hpp>
 
@@ -34,30 +35,16 @@ namespace detail {
     return target;
 }
 
-[[nodiscard]] inline int hexDigit(char c) noexcept {
-    constexpr int kTen = 10;
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + kTen;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + kTen;
-    }
-    return -1;
-}
-
 /// Every well-formed `%XX` decoded once; a malformed one kept as it is.
 [[nodiscard]] inline std::string percentDecoded(std::string_view path) {
     constexpr int kRadix = 16;
     std::string decoded;
     decoded.reserve(path.size());
     for (std::size_t i = 0; i < path.size(); ++i) {
-        if (path[i] == '%' && i + 2 < path.size() && hexDigit(path[i + 1]) >= 0 &&
-            hexDigit(path[i + 2]) >= 0) {
-            decoded.push_back(
-                static_cast<char>(hexDigit(path[i + 1]) * kRadix + hexDigit(path[i + 2])));
+        if (path[i] == '%' && i + 2 < path.size() && ascii::hexValue(path[i + 1]) >= 0 &&
+            ascii::hexValue(path[i + 2]) >= 0) {
+            decoded.push_back(static_cast<char>(ascii::hexValue(path[i + 1]) * kRadix +
+                                                ascii::hexValue(path[i + 2])));
             i += 2;
         } else {
             decoded.push_back(path[i]);
@@ -160,7 +147,7 @@ public:
             fail("RouteRule.tier must be empty or 1..64 of A-Z a-z 0-9 _ - . (got '" + rule.tier +
                  "')");
         }
-        rule.method = upper(rule.method);
+        rule.method = detail::ascii::upperCase(rule.method);
         if (rule.method != "*" && !token(rule.method, kMaxMethod)) {
             fail("RouteRule.method must be * or a method name (got '" + rule.method + "')");
         }
@@ -169,10 +156,9 @@ public:
         }
         rule.pathPrefix = normalizePath(rule.pathPrefix);
         rule.limit.validate();
-        const std::int64_t capacity =
-            isBucket(rule.algorithm) ? rule.limit.burst : rule.limit.count;
-        if (rule.cost < 0 || rule.cost > capacity) {
-            fail("RouteRule.cost must be in 0.." + std::to_string(capacity) + " (got " +
+        const std::int64_t most = capacity(rule.algorithm, rule.limit);
+        if (rule.cost < 0 || rule.cost > most) {
+            fail("RouteRule.cost must be in 0.." + std::to_string(most) + " (got " +
                  std::to_string(rule.cost) + ")");
         }
         if (conflictsWithOthers(rule)) {
@@ -193,7 +179,7 @@ public:
     /// `match` for a path already passed through `normalizePath`.
     [[nodiscard]] const RouteRule* matchNormalized(std::string_view method, std::string_view path,
                                                    std::string_view tier = {}) const {
-        const std::string m = upper(method.substr(0, kMaxMethod));
+        const std::string m = detail::ascii::upperCase(method.substr(0, kMaxMethod));
         const RouteRule* best = nullptr;
         int bestScore = -1;
         for (const RouteRule& r : rules_) {
@@ -265,12 +251,14 @@ private:
     static constexpr std::size_t kMaxName = 64;
     static constexpr std::size_t kMaxMethod = 32;
     static constexpr std::size_t kMaxDigits = 15;
+    static constexpr std::int64_t kMaxNumber = 999'999'999'999'999;
 
-    static bool isSpace(char c) noexcept { return c == ' ' || c == '\t' || c == '\r'; }
+    /// Words of a rule line are separated by blanks (a CR of a CRLF file included).
+    static bool isSpace(char c) noexcept { return detail::ascii::isBlank(c) || c == '\r'; }
 
+    /// Policy names and tiers: what every response field and key layout can carry as is.
     static bool isTokenChar(char c) noexcept {
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-               c == '_' || c == '-' || c == '.';
+        return detail::ascii::isAlnum(c) || c == '_' || c == '-' || c == '.';
     }
 
     /// Whether another rule of the same name and tier (one limiter) has another limit.
@@ -363,16 +351,6 @@ private:
         }
     }
 
-    static std::string upper(std::string_view s) {
-        std::string out(s);
-        for (char& c : out) {
-            if (c >= 'a' && c <= 'z') {
-                c = static_cast<char>(c - 'a' + 'A');
-            }
-        }
-        return out;
-    }
-
     static bool underPrefix(std::string_view path, std::string_view prefix) noexcept {
         if (prefix == "/") {
             return true;
@@ -382,19 +360,12 @@ private:
     }
 
     static std::int64_t number(std::string_view s, const std::string& what) {
-        std::int64_t v = 0;
-        if (s.empty() || s.size() > kMaxDigits) {
+        const std::optional<std::int64_t> v = detail::ascii::decimalValue(s, kMaxNumber);
+        if (!v || s.size() > kMaxDigits) {
             detail::throwInvalidArgument(what + " must be a whole number (got '" + std::string(s) +
                                          "')");
         }
-        for (const char c : s) {
-            if (c < '0' || c > '9') {
-                detail::throwInvalidArgument(what + " must be a whole number (got '" +
-                                             std::string(s) + "')");
-            }
-            v = v * 10 + (c - '0');
-        }
-        return v;
+        return *v;
     }
 
     static std::string defaultName(std::string_view prefix) {

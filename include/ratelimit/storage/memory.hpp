@@ -1,71 +1,29 @@
 #pragma once
 
-#include <array>
-#include <atomic>
-#include <bit>
 #include <cstddef>
-#include <cstdint>
-#include <cstring>
-#include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
-#include <random>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <ratelimit/algorithms/model.hpp>
 #include <ratelimit/clock.hpp>
 #include <ratelimit/decision.hpp>
-#include <ratelimit/detail/checked_math.hpp>
 #include <ratelimit/detail/inline.hpp>
-#include <ratelimit/detail/short_key_hash.hpp>
-#include <ratelimit/detail/siphash.hpp>
-#include <ratelimit/detail/slot_lock.hpp>
-#include <ratelimit/detail/thread_annotations.hpp>
+#include <ratelimit/detail/memory_table.hpp>
 #include <ratelimit/detail/throw.hpp>
 #include <ratelimit/options.hpp>
+#include <ratelimit/storage/memory_options.hpp>
 #include <ratelimit/storage/storage.hpp>
 
 namespace ratelimit {
 inline namespace v1 {
 
-/// What the memory storage tells its hook.
-enum class MemoryEvent {
-    kSpillStarted,  ///< a new key found no free entry and now shares a spill entry
-    kSpillEnded,    ///< a new key got an entry of its own again
-};
-
-/// Counters of a `MemoryStorage`, summed over its tables.
-struct MemoryStats {
-    std::size_t trackedKeys = 0;     ///< entries holding a key (fresh ones included until reused)
-    std::size_t allocatedBytes = 0;  ///< table memory allocated now (sliding-log runs excluded)
-    std::size_t byteBound = 0;       ///< the most the tables can ever allocate, runs included
-    std::uint64_t spilledCalls = 0;  ///< calls answered from a spill entry
-    std::uint64_t sweeps = 0;        ///< calls that swept
-    std::uint64_t sweptSlots = 0;    ///< slots those calls examined (≤ kSweepPerCall each)
-};
-
 namespace detail {
-
-/// The store shared by every copy of one `MemoryStorage` handle and by its tables.
 struct MemoryShared;
-
-/// The type-erased face of a table, for statistics only (never on the step path).
-class MemoryTableBase {
-public:
-    MemoryTableBase() = default;
-    MemoryTableBase(const MemoryTableBase&) = delete;
-    MemoryTableBase& operator=(const MemoryTableBase&) = delete;
-    MemoryTableBase(MemoryTableBase&&) = delete;
-    MemoryTableBase& operator=(MemoryTableBase&&) = delete;
-    virtual ~MemoryTableBase() = default;
-    virtual void addStats(MemoryStats& stats) const = 0;
-    [[nodiscard]] virtual const Quota& quota() const noexcept = 0;
-};
-
-}  // namespace detail
+}
 
 /// In-process storage: a fixed set of lazily allocated 16-slot groups per limiter, each slot
 /// with its own lock, so request threads never share a lock unless they share a key.
@@ -83,22 +41,10 @@ public:
 /// Thread safety: thread-safe; copies are handles sharing one store.
 class MemoryStorage {
 public:
-    /// Options. Fields only ever get added at the end.
-    struct Options {
-        /// Most live entries across every limiter of this storage. 1 … 2^31. Each limiter's
-        /// table is sized for it: about 2 slots per key.
-        std::size_t maxKeys = 1'000'000;
-        /// Spill entries per limiter, shared by keys that find no free entry. 1 … 2^16.
-        std::size_t spillEntries = 64;
-        /// Hash seed; 0 draws one from `std::random_device` per storage.
-        std::uint64_t seed = 0;
-        /// Called (from the calling thread, outside every lock) when spilling starts or ends,
-        /// with the limiter's name. Must not throw.
-        std::function<void(MemoryEvent, std::string_view limiterName)> onEvent{};
-    };
+    using Options = MemoryStorageOptions;
 
     /// Slots examined by one inserting call, at most.
-    static constexpr std::size_t kSweepPerCall = 4;
+    static constexpr std::size_t kSweepPerCall = detail::kSweepPerCall;
     using DefaultClock = SteadyClock;
     static constexpr bool kSharedAcrossHosts = false;
 
@@ -127,581 +73,37 @@ private:
 
 namespace detail {
 
-/// The keys of a storage's two hashes: `ShortKeyHash`'s four words, then `SipHash128`'s two.
-inline constexpr std::size_t kShortKeySeedWords = 4;
-using HashSeeds = std::array<std::uint64_t, kShortKeySeedWords + 2>;
+/// Memory holds 64-bit state with 128-bit intermediates: values and spans below 2^62.
+inline constexpr StorageRange kMemoryRange{"memory", "ns", "", 62, 62, 0};
 
-/// A fixed-size array on the heap, sized at run time: a `std::vector` would add a capacity and
-/// a size that nothing uses. (`T[]` is what `std::unique_ptr` needs to own an array.)
-template <class T>
-using HeapArray = std::unique_ptr<T[]>;  // NOLINT(*-avoid-c-arrays): unique_ptr's array form
-
-template <class T>
-HeapArray<T> makeHeapArray(std::size_t size) {
-    return std::make_unique<T[]>(size);  // NOLINT(*-avoid-c-arrays): unique_ptr's array form
-}
-
+/// What every copy of one `MemoryStorage` handle shares: the keyspace its tables draw from, and
+/// the registry that lets limiters of one name and model share a table.
 struct MemoryShared {
-    MemoryStorage::Options options;
-    ShortKeyHash shortKeyHasher;
-    SipHash128 longKeyHasher;
-    std::atomic<std::size_t> live{0};
+    /// A table by name and model, held weakly: it lives as long as a limiter uses it.
+    struct Registered {
+        std::string name;
+        std::string_view model;
+        std::weak_ptr<MemoryTableBase> table;
+    };
+
+    std::shared_ptr<MemoryKeyspace> keyspace;
     std::mutex registryMutex;
-    std::map<std::string, std::weak_ptr<MemoryTableBase>, std::less<>> tables;
+    std::vector<Registered> tables;  // guarded by registryMutex
 
-    MemoryShared(MemoryStorage::Options opts, const HashSeeds& seeds)
-        : options(std::move(opts)),
-          shortKeyHasher(seeds[0], seeds[1], seeds[2], seeds[3]),
-          longKeyHasher(seeds[kShortKeySeedWords], seeds[kShortKeySeedWords + 1]) {}
+    explicit MemoryShared(MemoryStorageOptions options)
+        : keyspace(std::make_shared<MemoryKeyspace>(std::move(options), hashSeeds(options.seed))) {}
 
-    bool reserveEntry() noexcept {
-        std::size_t n = live.load(std::memory_order_relaxed);
-        while (n < options.maxKeys) {
-            if (live.compare_exchange_weak(n, n + 1, std::memory_order_relaxed)) {
-                return true;
+    /// The live table of `name` and `model`, or null. Forgets the tables no limiter holds.
+    /// Requires `registryMutex`.
+    std::shared_ptr<MemoryTableBase> find(std::string_view name, std::string_view model) {
+        std::erase_if(tables, [](const Registered& r) { return r.table.expired(); });
+        for (const Registered& r : tables) {
+            if (r.name == name && r.model == model) {
+                return r.table.lock();
             }
         }
-        return false;
+        return nullptr;
     }
-    void releaseEntry() noexcept { live.fetch_sub(1, std::memory_order_relaxed); }
-};
-
-/// A key as stored: up to 16 bytes inline, longer ones as their digest.
-struct StoredKey {
-    static constexpr std::uint8_t kInline = 16;
-    static constexpr std::uint8_t kDigested = 0xFF;
-    std::uint8_t length = 0;            ///< 0…16 inline bytes, or kDigested
-    std::array<char, kInline> bytes{};  ///< unused bytes are zero
-
-    /// Two word compares instead of a `memcmp` call: this runs on every step.
-    friend bool operator==(const StoredKey& a, const StoredKey& b) noexcept {
-        return a.length == b.length && a.word(0) == b.word(0) && a.word(1) == b.word(1);
-    }
-
-private:
-    [[nodiscard]] std::uint64_t word(std::size_t i) const noexcept {
-        std::uint64_t w = 0;
-        std::memcpy(&w, bytes.data() + i * sizeof w, sizeof w);
-        return w;
-    }
-};
-
-inline constexpr std::size_t kGroupSlots = 16;
-/// Groups are sized for this many keys of their 16 slots at `maxKeys`: with two candidate
-/// groups per key that load leaves spills at the bound vanishingly rare.
-inline constexpr std::size_t kKeysPerGroup = 12;
-
-/// Memory bounds: 64-bit state with 128-bit intermediates, spans below 2^62 ticks.
-template <AlgorithmModel M>
-void checkMemoryRange(const Quota& q) {
-    constexpr Int128 kBound = Int128{1} << 62;
-    const ModelRange r = M::range(q);
-    const auto fail = [&](const std::string& what, Int128 value, const std::string& largest) {
-        throwInvalidArgument(std::string(M::kName) +
-                             " with Limit{count=" + std::to_string(q.count) +
-                             ", period=" + std::to_string(q.period * q.nanosPerTick) +
-                             "ns, burst=" + std::to_string(q.burst) + "} is not representable in " +
-                             "memory: " + what + " = " + std::to_string(clampToInt64(value)) +
-                             " exceeds 2^62; " + largest);
-    };
-    if (r.units >= kBound) {
-        fail("burst·period/gcd(count, period) units", r.units,
-             "the largest accepted burst here is " +
-                 std::to_string(clampToInt64((kBound - 1) / q.unitsPerToken)));
-    }
-    if (r.span >= kBound || r.span * q.nanosPerTick >= kBound) {
-        fail("its longest span in nanoseconds", r.span * q.nanosPerTick,
-             M::kBucket ? std::string("lower burst·period/count below 2^62 ns")
-                        : std::string("the largest accepted period is ") +
-                              std::to_string(
-                                  clampToInt64((kBound - 1) * q.period / r.span * q.nanosPerTick)) +
-                              "ns");
-    }
-}
-
-template <class M>
-concept HasHeapBound = requires(const Quota& q) {
-    { M::heapBytes(q) } -> std::convertible_to<std::size_t>;
-};
-
-/// The hash keys of one storage: drawn from `std::random_device`, or spread from a given seed
-/// (SplitMix64) so tests can replay a layout.
-inline HashSeeds hashSeeds(std::uint64_t seed) {
-    HashSeeds seeds{};
-    if (seed == 0) {
-        std::random_device rd;
-        constexpr unsigned kHalf = 32;
-        for (auto& s : seeds) {
-            s = (std::uint64_t{rd()} << kHalf) ^ rd();
-        }
-        return seeds;
-    }
-    // SplitMix64 (Steele, Lea and Flood): its increment, shifts and multipliers are its
-    // definition, not tunables to name.
-    // NOLINTBEGIN(cppcoreguidelines-avoid-magic-numbers,readability-magic-numbers)
-    for (auto& s : seeds) {
-        seed += 0x9e3779b97f4a7c15ULL;
-        std::uint64_t z = seed;
-        z = (z ^ (z >> 30U)) * 0xbf58476d1ce4e5b9ULL;
-        z = (z ^ (z >> 27U)) * 0x94d049bb133111ebULL;
-        s = z ^ (z >> 31U);
-    }
-    // NOLINTEND(cppcoreguidelines-avoid-magic-numbers,readability-magic-numbers)
-    return seeds;
-}
-
-template <AlgorithmModel M>
-class MemoryTable final : public MemoryTableBase {
-public:
-    MemoryTable(std::shared_ptr<MemoryShared> shared, std::string name, const Quota& quota)
-        : shared_(std::move(shared)),
-          name_(std::move(name)),
-          quota_(quota),
-          groupCount_((shared_->options.maxKeys + kKeysPerGroup - 1) / kKeysPerGroup),
-          groups_(makeHeapArray<std::atomic<Group*>>(groupCount_)),
-          spill_(makeHeapArray<Slot>(shared_->options.spillEntries)) {}
-
-    ~MemoryTable() override {
-        for (std::size_t i = 0; i < groupCount_; ++i) {
-            // Adopts the group `groupAt` released into the table, and frees it.
-            const std::unique_ptr<Group> owned{groups_[i].load(std::memory_order_relaxed)};
-        }
-        shared_->live.fetch_sub(tracked_.load(std::memory_order_relaxed),
-                                std::memory_order_relaxed);
-    }
-    MemoryTable(const MemoryTable&) = delete;
-    MemoryTable& operator=(const MemoryTable&) = delete;
-    MemoryTable(MemoryTable&&) = delete;
-    MemoryTable& operator=(MemoryTable&&) = delete;
-
-    /// Calls on one key take effect in the order of their times: the time is read before the
-    /// key's lock (so the lock is held for the step alone), and read again under it when
-    /// another call wrote a later time meanwhile.
-    RATELIMIT_ALWAYS_INLINE Decision step(std::string_view key, TickSource now, std::int64_t cost,
-                                          bool consume) {
-        const Lookup k = lookupKey(key);
-        const Request r{now, now(), cost, consume, false};
-        Decision d;
-        if (visit(k, r, d)) {
-            return d;
-        }
-        return place(k, r);
-    }
-
-    void reset(std::string_view key) {
-        // A spilled key shares its entry, so resetting it would reset others: it is left alone.
-        const auto never = [] { return Tick{0}; };
-        Decision unused;
-        visit(lookupKey(key), Request{TickSource(never), 0, 0, false, true}, unused);
-    }
-
-    void addStats(MemoryStats& stats) const override {
-        stats.trackedKeys += tracked_.load(std::memory_order_relaxed);
-        stats.allocatedBytes +=
-            fixedBytes() + allocatedGroups_.load(std::memory_order_relaxed) * sizeof(Group);
-        stats.byteBound +=
-            fixedBytes() + groupCount_ * sizeof(Group) +
-            (groupCount_ * kGroupSlots + shared_->options.spillEntries) * heapBytes();
-        stats.spilledCalls += spilledCalls_.load(std::memory_order_relaxed);
-        stats.sweeps += sweeps_.load(std::memory_order_relaxed);
-        stats.sweptSlots += sweptSlots_.load(std::memory_order_relaxed);
-    }
-
-    [[nodiscard]] const Quota& quota() const noexcept override { return quota_; }
-
-private:
-    struct Slot {
-        SlotLock lock;
-        StoredKey key RATELIMIT_GUARDED_BY(lock);
-        typename M::State state RATELIMIT_GUARDED_BY(lock){};
-    };
-
-    static constexpr std::size_t kTagsPerWord = sizeof(std::uint64_t);
-    static constexpr std::size_t kTagWords = kGroupSlots / kTagsPerWord;
-
-    struct Group {
-        /// Byte i % 8 of word i / 8 is slot i's tag: 0 empty, otherwise 0x80 | 7 hash bits of
-        /// its key, so one load matches 8 slots at once. Written under `insertLock`; read
-        /// without it as a hint, confirmed under the slot's lock.
-        std::array<std::atomic<std::uint64_t>, kTagWords> tags{};
-        SlotLock insertLock;
-        std::array<Slot, kGroupSlots> slots{};
-    };
-
-    /// A used slot's tag: this bit, and the top `kTagHashBits` bits of its key's hash.
-    static constexpr unsigned kTagUsed = 0x80;
-    static constexpr unsigned kTagHashBits = 7;
-    static constexpr std::uint64_t kLowBytes = 0x0101010101010101ULL;
-    static constexpr std::uint64_t kLow7Bits = 0x7f7f7f7f7f7f7f7fULL;
-
-    /// The high bit of every zero byte of `x`, exactly (no borrow from a neighbouring byte).
-    static std::uint64_t zeroBytes(std::uint64_t x) noexcept {
-        return ~(((x & kLow7Bits) + kLow7Bits) | x | kLow7Bits);
-    }
-    /// The high bit of every byte of `word` equal to `tag`.
-    static std::uint64_t matchingBytes(std::uint64_t word, std::uint8_t tag) noexcept {
-        return zeroBytes(word ^ (kLowBytes * tag));
-    }
-    static std::size_t byteIndex(std::uint64_t highBits) noexcept {
-        return static_cast<std::size_t>(std::countr_zero(highBits)) / kTagsPerWord;
-    }
-    static std::uint8_t tagAt(const Group& g, std::size_t i) noexcept {
-        const std::uint64_t word = g.tags[i / kTagsPerWord].load(std::memory_order_relaxed);
-        return static_cast<std::uint8_t>(word >> (kTagsPerWord * (i % kTagsPerWord)));
-    }
-    static void setTag(Group& g, std::size_t i, std::uint8_t tag) noexcept
-        RATELIMIT_REQUIRES(g.insertLock) {
-        std::atomic<std::uint64_t>& word = g.tags[i / kTagsPerWord];
-        const unsigned shift = kTagsPerWord * (i % kTagsPerWord);
-        constexpr std::uint64_t kByte = 0xFF;
-        const std::uint64_t others = word.load(std::memory_order_relaxed) & ~(kByte << shift);
-        word.store(others | (std::uint64_t{tag} << shift), std::memory_order_release);
-    }
-
-    /// A key's two candidate groups (two choices keep groups evenly filled, so a key rarely
-    /// finds both full before the table holds `maxKeys`), its tag and its spill entry.
-    struct Lookup {
-        StoredKey key;
-        std::array<std::uint64_t, 2> groups{};
-        std::uint8_t tag = 0;
-        std::uint64_t spill = 0;
-    };
-
-    /// Maps a 64-bit hash onto [0, groupCount) without a division (Lemire's multiply-shift),
-    /// so the table need not be a power of two and its size follows `maxKeys` closely.
-    [[nodiscard]] std::uint64_t reduce(std::uint64_t hash) const noexcept {
-        return static_cast<std::uint64_t>((UInt128{hash} * groupCount_) >> 64U);
-    }
-
-    [[nodiscard]] RATELIMIT_ALWAYS_INLINE Lookup lookupKey(std::string_view key) const noexcept {
-        static_assert(StoredKey::kInline == ShortKeyHash::kMaxLength);
-        const Digest128 d = key.size() <= StoredKey::kInline ? shared_->shortKeyHasher(key)
-                                                             : shared_->longKeyHasher(key);
-        Lookup k{};
-        if (key.size() <= StoredKey::kInline) {
-            k.key.length = static_cast<std::uint8_t>(key.size());
-            if (!key.empty()) {
-                std::memcpy(k.key.bytes.data(), key.data(), key.size());
-            }
-        } else {
-            k.key.length = StoredKey::kDigested;
-            std::memcpy(k.key.bytes.data(), &d.low, sizeof d.low);
-            std::memcpy(k.key.bytes.data() + sizeof d.low, &d.high, sizeof d.high);
-        }
-        k.groups = {reduce(d.low), reduce(d.high)};
-        k.tag = static_cast<std::uint8_t>(kTagUsed | (d.low >> (64U - kTagHashBits)));
-        k.spill = d.high % shared_->options.spillEntries;
-        return k;
-    }
-
-    /// What to do with a key's slot once it is found and locked.
-    struct Request {
-        TickSource clock;
-        Tick now;  ///< read before any lock
-        std::int64_t cost;
-        bool consume;
-        bool reset;
-    };
-
-    RATELIMIT_ALWAYS_INLINE Decision run(Slot& s, const Request& r) RATELIMIT_REQUIRES(s.lock) {
-        if (r.reset) {
-            s.state = typename M::State{};
-            return Decision{};
-        }
-        Tick now = r.now;
-        if (now < M::lastWrite(s.state)) {
-            // Another call wrote a later time since this one read the clock: reading it again
-            // under the lock keeps the key's times in the order its steps take effect (a
-            // clock that really stepped back answers the same, and the model rebases).
-            now = r.clock();
-        }
-        if (!r.consume || r.cost == 0) {
-            typename M::State copy = s.state;
-            return applyStep<M>(copy, quota_, now, r.cost);
-        }
-        return applyStep<M>(s.state, quota_, now, r.cost);
-    }
-
-    /// Runs `r` on the key's slot under its lock; false when the key has no slot.
-    RATELIMIT_ALWAYS_INLINE bool visit(const Lookup& k, const Request& r, Decision& out) {
-        Group* first = groups_[k.groups[0]].load(std::memory_order_acquire);
-        Group* second = groups_[k.groups[1]].load(std::memory_order_acquire);
-        if (second != nullptr) {
-            // Among many keys both groups are cache misses: start the second one's now, so a
-            // key placed there waits for one miss, not two in a row.
-            __builtin_prefetch(second);
-        }
-        return (first != nullptr && visitIn(*first, k, r, out)) ||
-               (second != nullptr && visitIn(*second, k, r, out));
-    }
-
-    RATELIMIT_ALWAYS_INLINE bool visitIn(Group& g, const Lookup& k, const Request& r,
-                                         Decision& out) {
-        for (std::size_t w = 0; w < kTagWords; ++w) {
-            std::uint64_t match = matchingBytes(g.tags[w].load(std::memory_order_acquire), k.tag);
-            for (; match != 0; match &= match - 1) {
-                const std::size_t i = w * kTagsPerWord + byteIndex(match);
-                Slot& s = g.slots[i];
-                SlotGuard guard(s.lock);
-                // The tag is only a hint: the slot may have been given to another key since.
-                if (s.key == k.key && tagAt(g, i) == k.tag) {
-                    out = run(s, r);
-                    return true;
-                }
-            }
-        }
-        return false;
-    }
-
-    /// A key with no entry: a call that writes takes one, any other is answered without.
-    RATELIMIT_COLD Decision place(const Lookup& k, const Request& r) {
-        const std::int64_t capacity = M::kBucket ? quota_.burst : quota_.count;
-        const bool writes = r.consume && r.cost > 0 && r.cost <= capacity;
-        return writes ? insertAndStep(k, r) : answerUnplaced(k, r);
-    }
-
-    /// A key with no entry whose call writes nothing (a peek, cost 0, a cost above the limit):
-    /// answered as the entry it would get, fresh or its spill entry, without taking one.
-    Decision answerUnplaced(const Lookup& k, const Request& r) {
-        // The time read before the locks only judges freshness, conservatively (a key fresh at
-        // an earlier time stays fresh).
-        const Tick hint = r.now;
-        Decision d;
-        bool found = false;
-        bool room = false;
-        withInsertLocks(k, [&](Group& x, Group& y) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
-            found = visitIn(x, k, r, d) || visitIn(y, k, r, d);
-            room = !found && hasRoom(x, y, hint);
-        });
-        if (found) {
-            return d;
-        }
-        if (room) {
-            typename M::State fresh{};
-            return applyStep<M>(fresh, quota_, r.now, r.cost);
-        }
-        Slot& s = spill_[k.spill];
-        SlotGuard guard(s.lock);
-        return run(s, r);
-    }
-
-    /// Runs `f(first, second)` holding both candidate groups' insert locks, taken in index
-    /// order (no deadlock), so no two threads can place one key in different groups. (Clang's
-    /// analysis cannot follow the locks into `f`, so its callers' lambdas opt out of it.)
-    template <class F>
-    void withInsertLocks(const Lookup& k, F&& f) {
-        const std::uint64_t low = std::min(k.groups[0], k.groups[1]);
-        const std::uint64_t high = std::max(k.groups[0], k.groups[1]);
-        Group& first = groupAt(low);
-        Group& second = groupAt(high);
-        if (low == high) {
-            SlotGuard insert(first.insertLock);
-            f(first, first);
-        } else {
-            SlotGuard insertFirst(first.insertLock);
-            SlotGuard insertSecond(second.insertLock);
-            f(first, second);
-        }
-    }
-
-    /// Whether a new key could get an entry of its own in `x` or `y` now.
-    bool hasRoom(Group& x, Group& y, Tick hint) RATELIMIT_REQUIRES(x.insertLock, y.insertLock) {
-        if (emptySlots(x) + emptySlots(y) > 0 &&
-            shared_->live.load(std::memory_order_relaxed) < shared_->options.maxKeys) {
-            return true;
-        }
-        return hasFresh(x, hint) || hasFresh(y, hint);
-    }
-
-    bool hasFresh(Group& g, Tick hint) RATELIMIT_REQUIRES(g.insertLock) {
-        for (std::size_t i = 0; i < kGroupSlots; ++i) {
-            if (tagAt(g, i) == 0) {
-                continue;
-            }
-            SlotGuard guard(g.slots[i].lock);
-            if (M::isFresh(g.slots[i].state, quota_, hint)) {
-                return true;
-            }
-        }
-        return false;
-    }
-
-    Decision insertAndStep(const Lookup& k, const Request& r) {
-        const Tick hint = r.now;
-        sweep(hint);
-        Decision d;
-        bool placed = false;
-        withInsertLocks(k, [&](Group& x, Group& y) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
-            placed = place(x, y, k, r, hint, d);
-        });
-        if (placed) {
-            if (spilling_.load(std::memory_order_relaxed) && spilling_.exchange(false)) {
-                notify(MemoryEvent::kSpillEnded);
-            }
-            return d;
-        }
-        spilledCalls_.fetch_add(1, std::memory_order_relaxed);
-        {
-            Slot& s = spill_[k.spill];
-            SlotGuard guard(s.lock);
-            d = run(s, r);
-        }
-        if (!spilling_.load(std::memory_order_relaxed) && !spilling_.exchange(true)) {
-            notify(MemoryEvent::kSpillStarted);
-        }
-        return d;
-    }
-
-    /// Finds or places the key in one of its groups: an existing entry first, then an empty
-    /// slot of the emptier group (the "power of two choices"), then a fresh entry; false when
-    /// both groups are full of keys in use.
-    bool place(Group& x, Group& y, const Lookup& k, const Request& r, Tick hint, Decision& out)
-        RATELIMIT_REQUIRES(x.insertLock, y.insertLock) {
-        if (visitIn(x, k, r, out) || visitIn(y, k, r, out)) {
-            return true;
-        }
-        const bool xFirst = emptySlots(x) >= emptySlots(y);
-        const bool empty = xFirst ? (claimEmpty(x, k, r, out) || claimEmpty(y, k, r, out))
-                                  : (claimEmpty(y, k, r, out) || claimEmpty(x, k, r, out));
-        return empty || claimFresh(x, k, r, hint, out) || claimFresh(y, k, r, hint, out);
-    }
-
-    static std::size_t emptySlots(const Group& g) noexcept {
-        std::size_t n = 0;
-        for (const auto& word : g.tags) {
-            n += static_cast<std::size_t>(
-                std::popcount(zeroBytes(word.load(std::memory_order_relaxed))));
-        }
-        return n;
-    }
-
-    /// Gives an empty slot of `g` to the key, within the storage's `maxKeys`.
-    bool claimEmpty(Group& g, const Lookup& k, const Request& r, Decision& out)
-        RATELIMIT_REQUIRES(g.insertLock) {
-        for (std::size_t w = 0; w < kTagWords; ++w) {
-            const std::uint64_t empty = zeroBytes(g.tags[w].load(std::memory_order_relaxed));
-            if (empty == 0) {
-                continue;
-            }
-            if (!shared_->reserveEntry()) {
-                return false;
-            }
-            tracked_.fetch_add(1, std::memory_order_relaxed);
-            const std::size_t i = w * kTagsPerWord + byteIndex(empty);
-            Slot& s = g.slots[i];
-            SlotGuard guard(s.lock);
-            out = assignAndRun(g, i, s, k, r);
-            return true;
-        }
-        return false;
-    }
-
-    /// Gives the key a slot whose key is fresh again: free space, reused in place. The check
-    /// and the hand-over happen under one hold of the slot's lock, so a concurrent step of the
-    /// old key cannot slip between them.
-    bool claimFresh(Group& g, const Lookup& k, const Request& r, Tick hint, Decision& out)
-        RATELIMIT_REQUIRES(g.insertLock) {
-        for (std::size_t i = 0; i < kGroupSlots; ++i) {
-            if (tagAt(g, i) == 0) {
-                continue;
-            }
-            Slot& s = g.slots[i];
-            SlotGuard guard(s.lock);
-            if (M::isFresh(s.state, quota_, hint)) {
-                out = assignAndRun(g, i, s, k, r);
-                return true;
-            }
-        }
-        return false;
-    }
-
-    /// Hands slot `s` to the key and runs the request. Callers hold the group's insert lock,
-    /// the only place tags change.
-    Decision assignAndRun(Group& g, std::size_t i, Slot& s, const Lookup& k, const Request& r)
-        RATELIMIT_REQUIRES(g.insertLock, s.lock) {
-        s.key = k.key;
-        s.state = typename M::State{};
-        setTag(g, i, k.tag);
-        return run(s, r);
-    }
-
-    /// Frees up to MemoryStorage::kSweepPerCall slots whose keys are fresh, so `maxKeys` counts
-    /// only keys in use. Never waits for a lock: a busy slot is simply skipped.
-    void sweep(Tick now) {
-        sweeps_.fetch_add(1, std::memory_order_relaxed);
-        sweptSlots_.fetch_add(MemoryStorage::kSweepPerCall, std::memory_order_relaxed);
-        constexpr std::size_t kSweep = MemoryStorage::kSweepPerCall;
-        const std::uint64_t first =
-            sweepCursor_.fetch_add(kSweep, std::memory_order_relaxed) % (groupCount_ * kGroupSlots);
-        Group* g = groups_[first / kGroupSlots].load(std::memory_order_acquire);
-        if (g == nullptr || !g->insertLock.try_lock()) {
-            return;
-        }
-        for (std::uint64_t i = first % kGroupSlots; i < first % kGroupSlots + kSweep; ++i) {
-            Slot& s = g->slots[i];
-            if (tagAt(*g, i) == 0 || !s.lock.try_lock()) {
-                continue;
-            }
-            if (M::isFresh(s.state, quota_, now)) {
-                s.state = typename M::State{};
-                setTag(*g, i, 0);
-                tracked_.fetch_sub(1, std::memory_order_relaxed);
-                shared_->releaseEntry();
-            }
-            s.lock.unlock();
-        }
-        g->insertLock.unlock();
-    }
-
-    Group& groupAt(std::uint64_t index) {
-        Group* g = groups_[index].load(std::memory_order_acquire);
-        if (g != nullptr) {
-            return *g;
-        }
-        auto fresh = std::make_unique<Group>();
-        if (groups_[index].compare_exchange_strong(g, fresh.get(), std::memory_order_acq_rel)) {
-            allocatedGroups_.fetch_add(1, std::memory_order_relaxed);
-            return *fresh.release();
-        }
-        return *g;  // another thread allocated it first
-    }
-
-    void notify(MemoryEvent event) const {
-        if (shared_->options.onEvent) {
-            shared_->options.onEvent(event, name_);
-        }
-    }
-
-    [[nodiscard]] std::size_t fixedBytes() const noexcept {
-        return sizeof(*this) + groupCount_ * sizeof(std::atomic<Group*>) +
-               shared_->options.spillEntries * sizeof(Slot);
-    }
-
-    [[nodiscard]] std::size_t heapBytes() const noexcept {
-        if constexpr (HasHeapBound<M>) {
-            return M::heapBytes(quota_);
-        } else {
-            return 0;
-        }
-    }
-
-    static_assert(MemoryStorage::kSweepPerCall <= kGroupSlots &&
-                      kGroupSlots % MemoryStorage::kSweepPerCall == 0,
-                  "a sweep stays within one group");
-
-    std::shared_ptr<MemoryShared> shared_;
-    std::string name_;
-    Quota quota_;
-    std::size_t groupCount_;
-    HeapArray<std::atomic<Group*>> groups_;
-    HeapArray<Slot> spill_;
-    std::atomic<std::size_t> tracked_{0};
-    std::atomic<std::size_t> allocatedGroups_{0};
-    std::atomic<std::uint64_t> sweepCursor_{0};
-    std::atomic<std::uint64_t> sweeps_{0};
-    std::atomic<std::uint64_t> sweptSlots_{0};
-    std::atomic<std::uint64_t> spilledCalls_{0};
-    std::atomic<bool> spilling_{false};
 };
 
 }  // namespace detail
@@ -715,8 +117,8 @@ public:
     /// Applies the model's step to `key` atomically. Throws: `std::bad_alloc` only.
     [[nodiscard]] RATELIMIT_ALWAYS_INLINE Decision step(std::string_view key,
                                                         detail::TickSource now, std::int64_t cost,
-                                                        bool consume) const {
-        return impl_->step(key, now, cost, consume);
+                                                        StepMode mode) const {
+        return impl_->step(key, now, cost, mode);
     }
     /// Makes `key` fresh (a spilled key shares its entry and is left alone).
     void reset(std::string_view key) const { impl_->reset(key); }
@@ -735,43 +137,36 @@ inline MemoryStorage::MemoryStorage(Options options) {
             "MemoryStorage::Options.spillEntries must be in 1..65536 (got " +
             std::to_string(options.spillEntries) + ")");
     }
-    shared_ =
-        std::make_shared<detail::MemoryShared>(std::move(options), detail::hashSeeds(options.seed));
+    shared_ = std::make_shared<detail::MemoryShared>(std::move(options));
 }
 
 template <AlgorithmModel M>
 MemoryStorage::Table<M> MemoryStorage::table(const LimiterOptions& options,
                                              const Quota& quota) const {
-    detail::checkMemoryRange<M>(quota);
-    const std::string_view name = options.name;
-    std::string id = std::string(name).append(1, '\0').append(M::kName);
+    detail::checkRange<M>(quota, detail::kMemoryRange);
     const std::lock_guard<std::mutex> lock(shared_->registryMutex);
-    auto& entry = shared_->tables[id];
-    if (auto existing = entry.lock()) {
+    if (const auto existing = shared_->find(options.name, M::kName)) {
         const Quota& q = existing->quota();
         if (q.count != quota.count || q.burst != quota.burst || q.period != quota.period ||
             q.nanosPerTick != quota.nanosPerTick || q.maxRunsPerKey != quota.maxRunsPerKey) {
             detail::throwInvalidArgument("a " + std::string(M::kName) + " limiter named \"" +
-                                         std::string(name) +
+                                         options.name +
                                          "\" already uses this storage with another limit; give "
                                          "each limiter its own name");
         }
         return Table<M>(std::static_pointer_cast<detail::MemoryTable<M>>(existing));
     }
-    auto created = std::make_shared<detail::MemoryTable<M>>(shared_, std::string(name), quota);
-    entry = created;
+    auto created = std::make_shared<detail::MemoryTable<M>>(shared_->keyspace, options.name, quota);
+    shared_->tables.push_back({options.name, M::kName, created});
     return Table<M>(std::move(created));
 }
 
 inline MemoryStats MemoryStorage::stats() const {
     MemoryStats stats;
     const std::lock_guard<std::mutex> lock(shared_->registryMutex);
-    for (auto it = shared_->tables.begin(); it != shared_->tables.end();) {
-        if (auto table = it->second.lock()) {
+    for (const detail::MemoryShared::Registered& r : shared_->tables) {
+        if (const auto table = r.table.lock()) {
             table->addStats(stats);
-            ++it;
-        } else {
-            it = shared_->tables.erase(it);
         }
     }
     return stats;

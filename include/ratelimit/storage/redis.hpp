@@ -2,18 +2,14 @@
 
 #include <array>
 #include <atomic>
-#include <charconv>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
-#include <unistd.h>
 #include <utility>
 #include <vector>
 
@@ -23,30 +19,28 @@
 #include <ratelimit/clock.hpp>
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/checked_math.hpp>
-#include <ratelimit/detail/fork_watch.hpp>
-#include <ratelimit/detail/lua.hpp>
+#include <ratelimit/detail/circuit_breaker.hpp>
 #include <ratelimit/detail/redis_connection.hpp>
-#include <ratelimit/detail/redis_pipeline.hpp>
+#include <ratelimit/detail/redis_pool.hpp>
+#include <ratelimit/detail/redis_script.hpp>
 #include <ratelimit/detail/sha1.hpp>
 #include <ratelimit/detail/throw.hpp>
 #include <ratelimit/options.hpp>
 #include <ratelimit/storage/memory.hpp>
+#include <ratelimit/storage/redis_options.hpp>
 #include <ratelimit/storage/storage.hpp>
 #include <ratelimit/store_error.hpp>
 
 namespace ratelimit {
 inline namespace v1 {
 
-/// Counters of a `RedisStorage`, shared by its copies.
-struct RedisStats {
-    std::uint64_t requests = 0;        ///< scripts sent (EVALSHA, plus the EVAL resends)
-    std::uint64_t scriptResends = 0;   ///< EVAL after NOSCRIPT: the only request sent twice
-    std::uint64_t connectsOpened = 0;  ///< connections opened (and handshakes done)
-    std::uint64_t failures = 0;        ///< calls answered by the failure policy
-    std::uint64_t shortCircuited = 0;  ///< of those, answered at once by the open breaker
-    /// Writes that carried requests: below `requests` when pipelining gathered several
-    /// callers' requests into one write.
-    std::uint64_t writes = 0;
+/// What the Redis storage needs from a model beyond `AlgorithmModel`: its step as Lua, the hash
+/// fields its state is stored in, and the version of that encoding.
+template <class M>
+concept RedisModel = AlgorithmModel<M> && requires {
+    { M::kLua } -> std::convertible_to<std::string_view>;
+    { M::kStateVersion } -> std::convertible_to<int>;
+    std::span<const std::string_view>(M::kStateFields);
 };
 
 namespace detail {
@@ -70,48 +64,7 @@ struct RedisShared;
 /// Thread safety: thread-safe; copies are handles sharing one pool and breaker.
 class RedisStorage {
 public:
-    /// Options. Fields only ever get added at the end.
-    // NOLINTBEGIN(cppcoreguidelines-avoid-magic-numbers,readability-magic-numbers): defaults,
-    // each documented where it is set.
-    struct Options {
-        std::string host = "127.0.0.1";  ///< TCP host name or address
-        int port = 6379;                 ///< TCP port, 1 … 65535
-        std::string unixSocket{};        ///< a unix socket path; used instead of TCP when set
-        std::string user{};              ///< ACL user (Redis 6+); empty: `AUTH password`
-        std::string password{};          ///< empty: no AUTH
-        int database = 0;                ///< `SELECT` index, 0 … 2^31−1
-        /// Deadline of one call (connect, handshake and script). Default 50 ms; 1 ms … 1 min.
-        std::chrono::milliseconds timeout{50};
-        /// Most connections at once; a caller finding all busy waits within its deadline.
-        std::size_t poolSize = 16;
-        /// First segment of every key. Must not contain `{` or `}`.
-        std::string keyPrefix = "rl";
-        /// Breaker backoff after the first failure, doubling per failed probe up to the max.
-        std::chrono::milliseconds breakerBackoff{100};
-        std::chrono::milliseconds breakerMaxBackoff{5000};
-        /// Entries of each limiter's memory table for `FailurePolicy::kFallBackToMemory`.
-        std::size_t fallbackMaxKeys = 100'000;
-        /// Hears health changes (failing, healthy again), from the calling thread, outside
-        /// every lock; never once per request. Must not throw.
-        std::function<void(const StoreEvent&)> onEvent{};
-        /// Concurrent calls share connections (pipelining): a caller queues its request on a
-        /// connection; the first caller to find that connection idle writes every queued
-        /// request in one write, reads the replies in order and hands each caller its own,
-        /// while the others wait within their own deadline. No thread of the library's own.
-        /// A request sent at most once, a late reply never given to another caller and a
-        /// connection that saw an error closed hold as without it; a timeout or an I/O error
-        /// of a shared connection fails every request in flight on it. Default true; false:
-        /// one caller per pooled connection at a time.
-        bool pipelining = true;
-        /// With pipelining: the connections the callers share, 1 … 1024; at most `poolSize`
-        /// are used. Default 2: one batch is written while the other's replies are on their
-        /// way, and each write still gathers the requests of several callers.
-        std::size_t pipelineConnections = 2;
-        /// With pipelining: the most requests one write carries, 1 … 65536. Default 64.
-        std::size_t maxPipeline = 64;
-    };
-    // NOLINTEND(cppcoreguidelines-avoid-magic-numbers,readability-magic-numbers)
-
+    using Options = RedisStorageOptions;
     using DefaultClock = RedisServerClock;
     static constexpr bool kSharedAcrossHosts = true;
     /// Redis arithmetic counts whole microseconds (the resolution of `TIME`).
@@ -119,17 +72,17 @@ public:
     /// Operands of the Lua arithmetic stay below 2^53 (exact in Lua's doubles).
     static constexpr std::int64_t kLuaExactBound = std::int64_t{1} << 53;
 
-    template <AlgorithmModel M>
+    template <RedisModel M>
     class Table;
 
     RedisStorage() : RedisStorage(Options{}) {}
     /// Throws: `std::invalid_argument` naming an option outside its range. Never connects.
     explicit RedisStorage(Options options);
 
-    /// A limiter's namespace in Redis: keys `<prefix>:<name>:<model>:v1{<len>:<key>}`.
+    /// A limiter's namespace in Redis: keys `<prefix>:<name>:<model>:v<N>{<len>:<key>}`.
     /// Throws: `std::invalid_argument` when the quota's arithmetic reaches 2^53 µs, or the
     /// name holds `{` or `}`.
-    template <AlgorithmModel M>
+    template <RedisModel M>
     [[nodiscard]] Table<M> table(const LimiterOptions& options, const Quota& quota) const;
 
     [[nodiscard]] RedisStats stats() const;
@@ -140,236 +93,69 @@ private:
 
 namespace detail {
 
-/// Trips on transport failures only: a server that answers (even with an error) is up.
-class CircuitBreaker {
-public:
-    using Clock = std::chrono::steady_clock;
+/// Lua numbers are doubles: values below 2^53, spans below 2^51 µs (so that a window and the
+/// sums of times and spans a step forms stay below 2^53), and count·period below 2^53 (the
+/// window algorithms' products, which C++ forms in 128 bits).
+inline constexpr StorageRange kRedisRange{"Redis", "us", " (exact integers in Lua)", 53, 51, 53};
 
-    struct Admission {
-        bool proceed = true;
-        bool probe = false;                ///< this call probes an open breaker
-        std::chrono::nanoseconds wait{0};  ///< when refused: time to the next probe
-    };
-
-    CircuitBreaker(std::chrono::nanoseconds base, std::chrono::nanoseconds max)
-        : base_(base), max_(max) {}
-
-    Admission admit(Clock::time_point now) {
-        if (!open_.load(std::memory_order_acquire)) {
-            return {};
-        }
-        const std::lock_guard<std::mutex> lock(mutex_);
-        if (!open_.load(std::memory_order_relaxed)) {
-            return {};
-        }
-        if (!probing_ && now >= nextProbe_) {
-            probing_ = true;  // this caller probes; the others keep failing fast
-            return {true, true, {}};
-        }
-        return {false, false, std::max(std::chrono::nanoseconds{1}, nextProbe_ - now)};
-    }
-
-    /// The event to report, if the store just became healthy. Only the probe closes an open
-    /// breaker: a call sent before it opened may still succeed while the server is down.
-    std::optional<StoreEvent> succeeded(bool wasProbe) {
-        if (!wasProbe || !open_.load(std::memory_order_acquire)) {
-            return std::nullopt;
-        }
-        const std::lock_guard<std::mutex> lock(mutex_);
-        if (!open_.load(std::memory_order_relaxed)) {
-            return std::nullopt;
-        }
-        open_.store(false, std::memory_order_release);
-        probing_ = false;
-        backoff_ = base_;
-        return StoreEvent{StoreEvent::Health::kHealthy, StoreError::kNone,
-                          "the store answers again"};
-    }
-
-    /// The event to report, if the store just started failing. Only the probe's own failure
-    /// lengthens the backoff; calls already in flight when the breaker opened do not.
-    std::optional<StoreEvent> failed(const IoStatus& status, Clock::time_point now, bool wasProbe) {
-        const std::lock_guard<std::mutex> lock(mutex_);
-        if (!open_.load(std::memory_order_relaxed)) {
-            open_.store(true, std::memory_order_release);
-            backoff_ = base_;
-            nextProbe_ = now + backoff_;
-            return StoreEvent{StoreEvent::Health::kFailing, status.error, status.message};
-        }
-        if (wasProbe && probing_) {
-            probing_ = false;
-            backoff_ = std::min(backoff_ * 2, max_);
-            nextProbe_ = now + backoff_;
-        }
-        return std::nullopt;
-    }
-
-    /// Time until the next probe (the base backoff when closed).
-    std::chrono::nanoseconds untilProbe(Clock::time_point now) {
-        const std::lock_guard<std::mutex> lock(mutex_);
-        if (!open_.load(std::memory_order_relaxed)) {
-            return base_;
-        }
-        return std::max(std::chrono::nanoseconds{1}, nextProbe_ - now);
-    }
-
-private:
-    const std::chrono::nanoseconds base_;
-    const std::chrono::nanoseconds max_;
-    std::atomic<bool> open_{false};
-    std::mutex mutex_;
-    bool probing_ = false;                     // guarded by mutex_
-    Clock::time_point nextProbe_{};            // guarded by mutex_
-    std::chrono::nanoseconds backoff_{base_};  // guarded by mutex_
+/// The quota a script reads, in ARGV order after the call's own arguments: one list gives
+/// the script its names (`QUOTA`) and the request its values, so the two cannot disagree.
+struct QuotaArgument {
+    std::string_view name;
+    std::int64_t Quota::*field;
 };
+inline constexpr std::array<QuotaArgument, 9> kQuotaArguments{{
+    {"count", &Quota::count},
+    {"burst", &Quota::burst},
+    {"capacity", &Quota::capacity},
+    {"period", &Quota::period},
+    {"unitsPerToken", &Quota::unitsPerToken},
+    {"unitsPerTick", &Quota::unitsPerTick},
+    {"capacityUnits", &Quota::capacityUnits},
+    {"maxRunsPerKey", &Quota::maxRunsPerKey},
+    {"lateTolerance", &Quota::lateTolerance},
+}};
+inline constexpr std::array<std::string_view, kQuotaArguments.size()> kQuotaArgumentNames = [] {
+    std::array<std::string_view, kQuotaArguments.size()> names{};
+    for (std::size_t i = 0; i < names.size(); ++i) {
+        names[i] = kQuotaArguments[i].name;
+    }
+    return names;
+}();
 
+/// The quota's arguments, in decimal.
+inline std::vector<std::string> quotaArguments(const Quota& q) {
+    std::vector<std::string> values;
+    values.reserve(kQuotaArguments.size());
+    for (const QuotaArgument& a : kQuotaArguments) {
+        values.push_back(decimal(q.*a.field));
+    }
+    return values;
+}
+
+/// What every copy of one `RedisStorage` handle shares: options, connections, breaker and
+/// counters.
 struct RedisShared {
-    RedisStorage::Options options;
-    RedisAddress address;
+    RedisStorageOptions options;
+    RedisPoolCounters poolCounters;
+    RedisPool pool;
     CircuitBreaker breaker;
-
-    std::mutex poolMutex;
-    std::condition_variable poolFree;
-    std::vector<std::unique_ptr<RedisConnection>> idle;  // guarded by poolMutex
-    std::size_t open = 0;                                // guarded by poolMutex
-    ForkWatch fork;                                      // guarded by poolMutex
-    std::unique_ptr<RedisPipeline> pipeline;             // null without pipelining
-
     std::atomic<std::uint64_t> requests{0};
     std::atomic<std::uint64_t> scriptResends{0};
-    std::atomic<std::uint64_t> connectsOpened{0};
     std::atomic<std::uint64_t> failures{0};
     std::atomic<std::uint64_t> shortCircuited{0};
-    std::atomic<std::uint64_t> writes{0};
 
-    explicit RedisShared(RedisStorage::Options opts)
+    explicit RedisShared(RedisStorageOptions opts)
         : options(std::move(opts)),
-          address(resolveRedisAddress(options.host, options.port, options.unixSocket)),
-          breaker(options.breakerBackoff, options.breakerMaxBackoff) {
-        if (options.pipelining) {
-            pipeline = std::make_unique<RedisPipeline>(
-                std::min(options.pipelineConnections, options.poolSize), options.maxPipeline,
-                [this](Deadline deadline, IoStatus& status) { return connect(deadline, status); },
-                writes);
-        }
+          pool(options, poolCounters),
+          breaker(options.breakerBackoff, options.breakerMaxBackoff, options.breakerClock) {}
+
+    /// The deadline of a call that starts now.
+    [[nodiscard]] Deadline deadline() const {
+        return std::chrono::steady_clock::now() + options.timeout;
     }
 
-    /// Sends one request and reads its reply within the deadline, over the pipeline or a
-    /// pooled connection of its own. Null with `status` set when no reply came.
-    ReplyPtr exchange(std::string_view request, Deadline deadline, IoStatus& status) {
-        if (pipeline) {
-            return pipeline->exchange(request, deadline, status);
-        }
-        auto conn = acquire(deadline, status);
-        if (!conn) {
-            return nullptr;
-        }
-        writes.fetch_add(1, std::memory_order_relaxed);
-        ReplyPtr reply = conn->roundTrip(request, deadline, status);
-        // A connection that saw any transport, protocol or auth error is closed, never reused.
-        release(std::move(conn), reply != nullptr && !closesConnection(*reply));
-        return reply;
-    }
-
-    /// A connection for one call: an idle one, or a new one (connected and authenticated
-    /// within the deadline) while fewer than `poolSize` are open.
-    std::unique_ptr<RedisConnection> acquire(Deadline deadline, IoStatus& status) {
-        std::unique_lock<std::mutex> lock(poolMutex);
-        if (fork.forked()) {
-            // A forked child: the parent's connections are never used here (closing our copy
-            // of a descriptor sends nothing), and those busy at the fork never come back.
-            idle.clear();
-            open = 0;
-        }
-        for (;;) {
-            while (!idle.empty()) {
-                auto c = std::move(idle.back());
-                idle.pop_back();
-                if (!c->stale(std::chrono::steady_clock::now())) {
-                    return c;
-                }
-                --open;  // closed by the server while idle (a restart): dropped unused
-            }
-            if (open < options.poolSize) {
-                ++open;
-                lock.unlock();
-                auto c = connect(deadline, status);
-                if (!c) {
-                    lock.lock();
-                    --open;
-                    poolFree.notify_one();
-                }
-                return c;
-            }
-            if (poolFree.wait_until(lock, deadline) == std::cv_status::timeout) {
-                status = {StoreError::kTimeout, "all " + std::to_string(options.poolSize) +
-                                                    " connections stayed busy until the deadline"};
-                return nullptr;
-            }
-        }
-    }
-
-    /// Returns a connection; one that saw any error is closed instead.
-    void release(std::unique_ptr<RedisConnection> c, bool reusable) {
-        std::unique_lock<std::mutex> lock(poolMutex);
-        if (c->owner() != fork.pid()) {
-            return;  // opened before a fork: dropped without use
-        }
-        if (reusable) {
-            c->idleFrom(std::chrono::steady_clock::now());
-            idle.push_back(std::move(c));
-        } else {
-            --open;
-            lock.unlock();
-            c.reset();
-            lock.lock();
-        }
-        poolFree.notify_one();
-    }
-
-    std::unique_ptr<RedisConnection> connect(Deadline deadline, IoStatus& status) {
-        auto c = RedisConnection::open(address, deadline, status);
-        if (!c) {
-            return nullptr;
-        }
-        connectsOpened.fetch_add(1, std::memory_order_relaxed);
-        std::string request;
-        if (!options.password.empty()) {
-            if (options.user.empty()) {
-                appendCommand(request, {"AUTH", options.password});
-            } else {
-                appendCommand(request, {"AUTH", options.user, options.password});
-            }
-            if (!handshake(*c, request, deadline, status)) {
-                return nullptr;
-            }
-        }
-        if (options.database != 0) {
-            request.clear();
-            appendCommand(request, {"SELECT", std::to_string(options.database)});
-            if (!handshake(*c, request, deadline, status)) {
-                return nullptr;
-            }
-        }
-        return c;
-    }
-
-    static bool handshake(RedisConnection& c, const std::string& request, Deadline deadline,
-                          IoStatus& status) {
-        const ReplyPtr reply = c.roundTrip(request, deadline, status);
-        if (!reply) {
-            if (status.error == StoreError::kOutcomeUnknown) {
-                status.error = StoreError::kTimeout;  // a handshake changes no data
-            }
-            return false;
-        }
-        if (reply->type == REDIS_REPLY_ERROR) {
-            status = {StoreError::kAuth, std::string(reply->str, reply->len)};
-            return false;
-        }
-        return true;
-    }
-
+    /// Tells the hook of a change of health, if there is one.
     void report(const std::optional<StoreEvent>& event) const {
         if (event && options.onEvent) {
             options.onEvent(*event);
@@ -377,82 +163,41 @@ struct RedisShared {
     }
 };
 
-inline std::string decimal(std::int64_t v) {
-    constexpr std::size_t kDigits = 24;  // a sign and 19 digits fit
-    std::array<char, kDigits> buffer{};
-    const char* const end = std::to_chars(buffer.data(), buffer.data() + buffer.size(), v).ptr;
-    return {buffer.data(), static_cast<std::size_t>(end - buffer.data())};
-}
-
-/// Redis bounds: every operand of the Lua arithmetic below 2^53.
-template <AlgorithmModel M>
-void checkRedisRange(const Quota& q) {
-    const Int128 bound = RedisStorage::kLuaExactBound;
-    const ModelRange r = M::range(q);
-    const Int128 countSpan = Int128{q.count} * q.period;
-    const auto fail = [&](const std::string& what, Int128 value, const std::string& largest) {
-        throwInvalidArgument(
-            std::string(M::kName) + " with Limit{count=" + std::to_string(q.count) +
-            ", period=" + std::to_string(q.period) + "us, burst=" + std::to_string(q.burst) +
-            "} is not representable in Redis: " + what + " = " +
-            std::to_string(clampToInt64(value)) + " reaches 2^53 (exact integers in Lua); " +
-            largest);
-    };
-    if (r.units >= bound) {
-        fail("burst·period/gcd(count, period) in µs units", r.units,
-             "the largest accepted burst here is " +
-                 std::to_string(clampToInt64((bound - 1) / q.unitsPerToken)));
-    }
-    if (countSpan >= bound) {
-        fail("count·period in µs", countSpan,
-             "the largest accepted count here is " +
-                 std::to_string(clampToInt64((bound - 1) / q.period)));
-    }
-    if (r.span >= bound / 4) {
-        fail("the longest span in µs", r.span, "spans must stay below 2^51 µs (71 years)");
-    }
-}
-
 }  // namespace detail
 
 /// One limiter's view of a `RedisStorage`: its key prefix, its script, its failure policy.
 /// Thread safety: thread-safe; copies share the storage.
-template <AlgorithmModel M>
+template <RedisModel M>
 class RedisStorage::Table {
 public:
     Table(std::shared_ptr<detail::RedisShared> shared, const LimiterOptions& options,
           const Quota& quota)
         : shared_(std::move(shared)),
           keyPrefix_(shared_->options.keyPrefix + ":" + options.name + ":" + std::string(M::kName) +
-                     ":v1"),
-          script_(detail::composeScript(M::kLua, M::kName)),
+                     ":v" + std::to_string(M::kStateVersion)),
+          script_(detail::composeScript({M::kName, M::kLua, M::kStateFields},
+                                        detail::kQuotaArgumentNames)),
           sha_(detail::sha1Hex(script_)),
           quota_(quota),
           policy_(options.failurePolicy),
-          fallback_(std::make_shared<Fallback>(shared_->options.fallbackMaxKeys, options, quota)) {
-        const std::int64_t limit = M::kBucket ? quota.burst : quota.count;
-        for (const std::int64_t v :
-             {quota.count, quota.burst, quota.period, quota.unitsPerToken, quota.unitsPerTick,
-              quota.capacityUnits, quota.maxRunsPerKey, limit, quota.lateTolerance}) {
-            params_.push_back(detail::decimal(v));
-        }
-    }
+          quotaArguments_(detail::quotaArguments(quota)),
+          fallback_(std::make_shared<Fallback>(shared_->options.fallbackMaxKeys, options, quota)) {}
 
     /// One check at the time `now` gives (µs ticks of the limiter's clock), read just before
     /// the request is sent.
     [[nodiscard]] Decision step(std::string_view key, detail::TickSource now, std::int64_t cost,
-                                bool consume) const {
+                                StepMode mode) const {
         const Tick tick = now();
-        return call(key, detail::decimal(tick), 0, cost, consume, tick);
+        return call(key, detail::decimal(tick), 0, cost, mode, tick);
     }
 
     /// One check at the server's `TIME`, minus the key's window phase (µs).
     [[nodiscard]] Decision stepAtStoreTime(std::string_view key, Tick phase, std::int64_t cost,
-                                           bool consume) const {
+                                           StepMode mode) const {
         const Tick local = std::chrono::duration_cast<std::chrono::microseconds>(
                                std::chrono::system_clock::now().time_since_epoch())
                                .count();
-        return call(key, std::string(), phase, cost, consume, detail::satSub(local, phase));
+        return call(key, std::string(), phase, cost, mode, detail::satSub(local, phase));
     }
 
     /// Deletes the key's state in Redis (and in the fallback table).
@@ -460,16 +205,17 @@ public:
         fallback_->table.reset(key);
         std::string request;
         detail::appendCommand(request, {"DEL", redisKey(key)});
-        const auto start = std::chrono::steady_clock::now();
-        if (!shared_->breaker.admit(start).proceed) {
+        if (!shared_->breaker.admit().proceed) {
             return;  // no I/O during an outage; the key expires on its own
         }
         detail::IoStatus status;
-        shared_->exchange(request, start + shared_->options.timeout, status);
+        shared_->pool.exchange(request, shared_->deadline(), status);
     }
 
-    /// The Redis key holding `key`'s state: the length prefix keeps the encoding injective and
-    /// the hash tag non-empty (the empty key included), so one check stays in one Cluster slot.
+    /// The Redis key holding `key`'s state, `<keyPrefix>:<name>:<model>:v<kStateVersion>{<length>:
+    /// <key>}`: the length prefix keeps the encoding injective and the hash tag non-empty (the
+    /// empty key included), so one check stays in one Cluster slot; the version keeps a state
+    /// written in another encoding from being read.
     [[nodiscard]] std::string redisKey(std::string_view key) const {
         std::string k;
         k.reserve(keyPrefix_.size() + key.size() + 24);
@@ -492,43 +238,37 @@ private:
     };
 
     [[nodiscard]] Decision call(std::string_view key, const std::string& now, Tick phase,
-                                std::int64_t cost, bool consume, Tick fallbackNow) const {
-        const auto start = std::chrono::steady_clock::now();
-        const auto admission = shared_->breaker.admit(start);
+                                std::int64_t cost, StepMode mode, Tick fallbackNow) const {
+        const auto admission = shared_->breaker.admit();
         if (!admission.proceed) {
             shared_->shortCircuited.fetch_add(1, std::memory_order_relaxed);
             return degrade({StoreError::kCircuitOpen, "the circuit breaker is open"}, key, cost,
-                           consume, fallbackNow, admission.wait);
+                           mode, fallbackNow, admission.wait);
         }
-        const auto deadline = start + shared_->options.timeout;
+        const detail::ScriptCall script{now, cost, mode == StepMode::kConsume, phase};
         detail::IoStatus status;
-        std::optional<Decision> answer = run(key, now, phase, cost, consume, deadline, status);
+        const std::optional<Decision> answer = run(key, script, shared_->deadline(), status);
         if (answer) {
             shared_->report(shared_->breaker.succeeded(admission.probe));
             return *answer;
         }
         if (detail::tripsBreaker(status.error)) {
-            shared_->report(
-                shared_->breaker.failed(status, std::chrono::steady_clock::now(), admission.probe));
+            shared_->report(shared_->breaker.failed(status.error, status.message, admission.probe));
         } else {
             // It answered: the link is fine.
             shared_->report(shared_->breaker.succeeded(admission.probe));
         }
-        return degrade(status, key, cost, consume, fallbackNow,
-                       shared_->breaker.untilProbe(std::chrono::steady_clock::now()));
+        return degrade(status, key, cost, mode, fallbackNow, shared_->breaker.untilProbe());
     }
 
-    std::optional<Decision> run(std::string_view key, const std::string& now, Tick phase,
-                                std::int64_t cost, bool consume, detail::Deadline deadline,
-                                detail::IoStatus& status) const {
+    std::optional<Decision> run(std::string_view key, const detail::ScriptCall& script,
+                                detail::Deadline deadline, detail::IoStatus& status) const {
         const std::string redisKeyName = redisKey(key);
-        detail::ReplyPtr reply =
-            send(sha_, "EVALSHA", redisKeyName, now, phase, cost, consume, deadline, status);
+        detail::ReplyPtr reply = send("EVALSHA", sha_, redisKeyName, script, deadline, status);
         if (reply && isNoScript(*reply)) {
             // The script did not run (restart, failover, SCRIPT FLUSH): the one resend allowed.
             shared_->scriptResends.fetch_add(1, std::memory_order_relaxed);
-            reply =
-                send(script_, "EVAL", redisKeyName, now, phase, cost, consume, deadline, status);
+            reply = send("EVAL", script_, redisKeyName, script, deadline, status);
         }
         if (!reply) {
             return std::nullopt;
@@ -536,23 +276,14 @@ private:
         return parse(*reply, status);
     }
 
-    detail::ReplyPtr send(const std::string& scriptOrSha, std::string_view verb,
-                          const std::string& redisKeyName, const std::string& now, Tick phase,
-                          std::int64_t cost, bool consume, detail::Deadline deadline,
-                          detail::IoStatus& status) const {
+    detail::ReplyPtr send(std::string_view verb, std::string_view scriptOrSha,
+                          std::string_view redisKeyName, const detail::ScriptCall& script,
+                          detail::Deadline deadline, detail::IoStatus& status) const {
         std::string request;
-        constexpr std::size_t kOverhead = 160;  // the other arguments and the RESP framing
-        request.reserve(redisKeyName.size() + scriptOrSha.size() + kOverhead);
-        // NOLINTBEGIN(cppcoreguidelines-avoid-magic-numbers,readability-magic-numbers): the
-        // quota's ARGV[5..13] in detail::kLuaMain's order.
-        detail::appendCommand(
-            request,
-            {verb, scriptOrSha, "1", redisKeyName, now, detail::decimal(cost), consume ? "1" : "0",
-             detail::decimal(phase), params_[0], params_[1], params_[2], params_[3], params_[4],
-             params_[5], params_[6], params_[7], params_[8]});
-        // NOLINTEND(cppcoreguidelines-avoid-magic-numbers,readability-magic-numbers)
+        detail::appendScriptRequest(request, verb, scriptOrSha, redisKeyName, script,
+                                    quotaArguments_);
         shared_->requests.fetch_add(1, std::memory_order_relaxed);
-        return shared_->exchange(request, deadline, status);
+        return shared_->pool.exchange(request, deadline, status);
     }
 
     static bool isNoScript(const redisReply& reply) {
@@ -579,23 +310,30 @@ private:
             }
             v[i] = reply.element[i]->integer;
         }
-        return detail::decision(quota_, v[0] != 0, v[1], v[2],
-                                v[3] < 0 ? detail::kNeverTicks : v[3], v[4]);
+        // v[1] is the limit, quota_.capacity: the decision builders fill it in.
+        const std::int64_t remaining = v[2];
+        const std::int64_t retry = v[3];
+        const std::int64_t reset = v[4];
+        if (v[0] != 0) {
+            return detail::admitted(quota_, remaining, reset);
+        }
+        return retry < 0 ? detail::refusedForever(quota_, remaining, reset)
+                         : detail::refused(quota_, remaining, retry, reset);
     }
 
     /// The declared failure policy's answer; every one is marked degraded.
     [[nodiscard]] Decision degrade(const detail::IoStatus& status, std::string_view key,
-                                   std::int64_t cost, bool consume, Tick now,
+                                   std::int64_t cost, StepMode mode, Tick now,
                                    std::chrono::nanoseconds untilProbe) const {
         shared_->failures.fetch_add(1, std::memory_order_relaxed);
-        const std::int64_t limit = M::kBucket ? quota_.burst : quota_.count;
+        const std::int64_t limit = quota_.capacity;
         const auto fixed = [now] { return now; };
         Decision d;
         switch (policy_) {
             case FailurePolicy::kThrow:
                 throw StoreException(status.error, status.message);
             case FailurePolicy::kFallBackToMemory:
-                d = fallback_->table.step(key, detail::TickSource(fixed), cost, consume);
+                d = fallback_->table.step(key, detail::TickSource(fixed), cost, mode);
                 break;
             case FailurePolicy::kFailOpen:
                 d.allowed = cost <= limit;
@@ -620,7 +358,7 @@ private:
     std::string sha_;
     Quota quota_;
     FailurePolicy policy_;
-    std::vector<std::string> params_;
+    std::vector<std::string> quotaArguments_;
     std::shared_ptr<Fallback> fallback_;
 };
 
@@ -665,7 +403,7 @@ inline RedisStorage::RedisStorage(Options options) {
     shared_ = std::make_shared<detail::RedisShared>(std::move(options));
 }
 
-template <AlgorithmModel M>
+template <RedisModel M>
 RedisStorage::Table<M> RedisStorage::table(const LimiterOptions& options,
                                            const Quota& quota) const {
     if (options.name.find_first_of("{}") != std::string::npos) {
@@ -673,7 +411,7 @@ RedisStorage::Table<M> RedisStorage::table(const LimiterOptions& options,
             "LimiterOptions.name must not contain '{' or '}' with Redis (got \"" + options.name +
             "\")");
     }
-    detail::checkRedisRange<M>(quota);
+    detail::checkRange<M>(quota, detail::kRedisRange);
     return Table<M>(shared_, options, quota);
 }
 
@@ -681,10 +419,10 @@ inline RedisStats RedisStorage::stats() const {
     RedisStats s;
     s.requests = shared_->requests.load(std::memory_order_relaxed);
     s.scriptResends = shared_->scriptResends.load(std::memory_order_relaxed);
-    s.connectsOpened = shared_->connectsOpened.load(std::memory_order_relaxed);
+    s.connectsOpened = shared_->poolCounters.connectsOpened.load(std::memory_order_relaxed);
     s.failures = shared_->failures.load(std::memory_order_relaxed);
     s.shortCircuited = shared_->shortCircuited.load(std::memory_order_relaxed);
-    s.writes = shared_->writes.load(std::memory_order_relaxed);
+    s.writes = shared_->poolCounters.writes.load(std::memory_order_relaxed);
     return s;
 }
 

@@ -2,14 +2,20 @@
 
 #include <concepts>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include <ratelimit/algorithms/model.hpp>
 #include <ratelimit/decision.hpp>
+#include <ratelimit/detail/checked_math.hpp>
+#include <ratelimit/detail/throw.hpp>
 #include <ratelimit/options.hpp>
 
 namespace ratelimit {
 inline namespace v1 {
+
+/// Whether a step spends the cost it admits (`tryAcquire`) or only reports (`peek`).
+enum class StepMode : bool { kPeek, kConsume };
 
 namespace detail {
 
@@ -36,13 +42,12 @@ private:
 /// A storage is a cheap handle whose copies share one store. `table<M>(options, quota)` opens
 /// the namespace of one limiter (its `options.name` and model) and throws `std::invalid_argument`
 /// when the store cannot hold the quota's arithmetic exactly. A table's `step(key, now, cost,
-/// consume)` reads the time from `now` and applies one step to the key's state atomically (with
-/// `consume == false`, or a zero cost, nothing is written) and `reset(key)` makes the key fresh.
-/// `DefaultClock` is the storage's natural clock; `kSharedAcrossHosts` says whether other hosts see
-/// the same state (so a host-local clock would be wrong there). A storage may fix the tick of the
-/// arithmetic with `static constexpr std::int64_t kNanosPerTick` (Redis: 1000); otherwise the
-/// clock's tick is used. A storage with a store-side clock also offers `stepAtStoreTime(key, phase,
-/// cost, consume)`.
+/// mode)` reads the time from `now` and applies one step to the key's state atomically (a peek,
+/// or a zero cost, writes nothing) and `reset(key)` makes the key fresh. `DefaultClock` is the
+/// storage's natural clock; `kSharedAcrossHosts` says whether other hosts see the same state (so
+/// a host-local clock would be wrong there). A storage may fix the tick of the arithmetic with
+/// `static constexpr std::int64_t kNanosPerTick` (Redis: 1000); otherwise the clock's tick is
+/// used. A storage with a store-side clock also offers `stepAtStoreTime(key, phase, cost, mode)`.
 template <class S, class M>
 concept StoragePolicy = AlgorithmModel<M> && std::copy_constructible<S> &&
     requires(const S& storage, const LimiterOptions& options, const Quota& quota) {
@@ -51,7 +56,7 @@ concept StoragePolicy = AlgorithmModel<M> && std::copy_constructible<S> &&
     { storage.template table<M>(options, quota) } -> std::copy_constructible;
     requires requires(decltype(storage.template table<M>(options, quota)) table,
                       std::string_view key, detail::TickSource now, std::int64_t cost) {
-        { table.step(key, now, cost, true) } -> std::same_as<Decision>;
+        { table.step(key, now, cost, StepMode::kConsume) } -> std::same_as<Decision>;
         table.reset(key);
     };
 };
@@ -66,6 +71,60 @@ inline constexpr std::int64_t kStorageNanosPerTick = [] {
         return std::int64_t{0};
     }
 }();
+
+/// What a storage holds exactly: every bucket unit and count below 2^`valueBits`, every span
+/// below 2^`spanBits` ticks (and 2^62 ns, so that a `Decision` can report it), and, where the
+/// arithmetic has no wider intermediates, count·period below 2^`productBits` ticks (0: no such
+/// bound).
+struct StorageRange {
+    std::string_view store;     ///< the storage's name in messages
+    std::string_view tickUnit;  ///< how messages write a period in ticks
+    std::string_view why;       ///< why the bound exists, or empty
+    int valueBits = 62;
+    int spanBits = 62;
+    int productBits = 0;
+};
+
+/// Refuses a quota whose arithmetic under model `M` leaves `range`, naming the bound and the
+/// largest accepted value. Throws: `std::invalid_argument`.
+template <AlgorithmModel M>
+void checkRange(const Quota& q, const StorageRange& range) {
+    const auto bound = [](int bits) { return Int128{1} << bits; };
+    const auto fail = [&](const std::string& what, Int128 value, int bits,
+                          const std::string& largest) {
+        throwInvalidArgument(
+            std::string(M::kName) + " with Limit{count=" + std::to_string(q.count) +
+            ", period=" + std::to_string(q.period) + std::string(range.tickUnit) +
+            ", burst=" + std::to_string(q.burst) + "} is not representable in " +
+            std::string(range.store) + ": " + what + " = " + std::to_string(clampToInt64(value)) +
+            " reaches 2^" + std::to_string(bits) + std::string(range.why) + "; " + largest);
+    };
+    const ModelRange r = M::range(q);
+    if (r.units >= bound(range.valueBits)) {
+        fail("burst·period/gcd(count, period) units", r.units, range.valueBits,
+             "the largest accepted burst here is " +
+                 std::to_string(clampToInt64((bound(range.valueBits) - 1) / q.unitsPerToken)));
+    }
+    const Int128 product = Int128{q.count} * q.period;
+    if (range.productBits > 0 && product >= bound(range.productBits)) {
+        fail("count·period", product, range.productBits,
+             "the largest accepted count here is " +
+                 std::to_string(clampToInt64((bound(range.productBits) - 1) / q.period)));
+    }
+    constexpr int kNanosecondBits = 62;
+    if (r.span >= bound(range.spanBits) || r.span * q.nanosPerTick >= bound(kNanosecondBits)) {
+        const bool inTicks = r.span >= bound(range.spanBits);
+        const int bits = inTicks ? range.spanBits : kNanosecondBits;
+        // A window's span is a multiple of its period: the period scales down with it.
+        const Int128 largestPeriod = (bound(bits) - 1) * q.period / r.span;
+        fail(inTicks ? "the longest span in ticks" : "the longest span in nanoseconds",
+             inTicks ? r.span : r.span * q.nanosPerTick, bits,
+             M::kBucket
+                 ? std::string("lower burst·period/count")
+                 : "the largest accepted period is " + std::to_string(clampToInt64(largestPeriod)) +
+                       (inTicks ? std::string(range.tickUnit) : std::string("ns")));
+    }
+}
 
 }  // namespace detail
 }  // namespace v1

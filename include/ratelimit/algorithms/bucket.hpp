@@ -1,0 +1,71 @@
+#pragma once
+
+// The decision both bucket models make (the token bucket, and the leaky bucket that is its
+// meter), in C++ and as the Lua their scripts share.
+
+#include <cstdint>
+#include <string_view>
+
+#include <ratelimit/algorithms/model.hpp>
+#include <ratelimit/decision.hpp>
+#include <ratelimit/detail/checked_math.hpp>
+
+namespace ratelimit {
+inline namespace v1 {
+namespace detail {
+
+/// A bucket's decision for a `deficit` (units below full at `now`, already refilled), and the
+/// deficit to store when it admits.
+struct BucketOutcome {
+    Decision decision;
+    std::int64_t deficitAfter = 0;
+};
+
+RATELIMIT_ALWAYS_INLINE BucketOutcome bucketStep(const Quota& q, std::int64_t deficit,
+                                                 std::int64_t cost) noexcept {
+    // Every dividend is below 2^62 + 2^62 (deficits and capacity are below 2^62).
+    const auto reset = [&](std::int64_t d) { return q.perTick.ceil(d); };
+    const auto remaining = [&](std::int64_t d) { return q.perToken.floor(q.capacityUnits - d); };
+    if (cost > q.burst) {
+        return {refusedForever(q, remaining(deficit), reset(deficit)), deficit};
+    }
+    // cost <= burst < 2^49 and capacity < 2^62: no product below overflows.
+    const std::int64_t costUnits = cost * q.unitsPerToken;
+    const std::int64_t room = q.capacityUnits - deficit;
+    if (costUnits <= room) {
+        const std::int64_t after = deficit + costUnits;
+        return {admitted(q, remaining(after), reset(after)), after};
+    }
+    const Tick wait = q.perTick.ceil(costUnits - room);
+    return {refused(q, remaining(deficit), wait, reset(deficit)), deficit};
+}
+
+/// `bucketStep` in Lua. With deficit <= capacity < 2^53 and cost <= burst,
+/// `cost * unitsPerToken <= capacity`; testing against the room left (never against
+/// `deficit + costUnits`, up to 2^54) keeps every value exact.
+inline constexpr std::string_view kBucketStepLua = R"lua(
+local function bucketStep(q, deficit, cost)
+  local reset = function(d) return ceildiv(d, q.unitsPerTick) end
+  local remaining = function(d) return idiv(q.capacityUnits - d, q.unitsPerToken) end
+  if cost > q.burst then
+    return refusedForever(q, remaining(deficit), reset(deficit)), deficit
+  end
+  local costUnits = cost * q.unitsPerToken
+  local room = q.capacityUnits - deficit
+  if costUnits <= room then
+    local after = deficit + costUnits
+    return admitted(q, remaining(after), reset(after)), after
+  end
+  local wait = ceildiv(costUnits - room, q.unitsPerTick)
+  return refused(q, remaining(deficit), wait, reset(deficit)), deficit
+end
+)lua";
+
+/// The magnitudes of a bucket: its longest refill in ticks, its capacity in units.
+inline ModelRange bucketRange(const Quota& q) noexcept {
+    return {Int128{q.burst} * q.period / q.count + 1, Int128{q.burst} * q.unitsPerToken};
+}
+
+}  // namespace detail
+}  // namespace v1
+}  // namespace ratelimit

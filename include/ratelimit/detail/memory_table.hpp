@@ -1,0 +1,619 @@
+#pragma once
+
+// The table behind one limiter of a `MemoryStorage`: groups of 16 slots, each with its own
+// lock, found through two candidate groups per key and byte tags that filter before any lock;
+// fresh entries reused in place, a constant sweep per inserting call, spill entries at the
+// bound.
+
+#include <array>
+#include <atomic>
+#include <bit>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unistd.h>
+#include <utility>
+
+#include <ratelimit/algorithms/model.hpp>
+#include <ratelimit/decision.hpp>
+#include <ratelimit/detail/checked_math.hpp>
+#include <ratelimit/detail/inline.hpp>
+#include <ratelimit/detail/short_key_hash.hpp>
+#include <ratelimit/detail/siphash.hpp>
+#include <ratelimit/detail/slot_lock.hpp>
+#include <ratelimit/detail/thread_annotations.hpp>
+#include <ratelimit/storage/memory_options.hpp>
+#include <ratelimit/storage/storage.hpp>
+
+namespace ratelimit {
+inline namespace v1 {
+namespace detail {
+
+/// The keys of a storage's two hashes: `ShortKeyHash`'s four words, then `SipHash128`'s two.
+inline constexpr std::size_t kShortKeySeedWords = 4;
+using HashSeeds = std::array<std::uint64_t, kShortKeySeedWords + 2>;
+
+/// The hash keys of one storage: drawn from the operating system (`getentropy`), or spread
+/// from a given seed (SplitMix64) so tests can replay a layout. Where the system has no
+/// entropy source (Linux before 3.17), the time and an address stand in for the seed.
+inline HashSeeds hashSeeds(std::uint64_t seed) {
+    HashSeeds seeds{};
+    if (seed == 0) {
+        if (::getentropy(seeds.data(), sizeof seeds) == 0) {
+            return seeds;
+        }
+        seed = static_cast<std::uint64_t>(
+                   std::chrono::steady_clock::now().time_since_epoch().count()) ^
+               reinterpret_cast<std::uintptr_t>(&seeds);  // NOLINT(*-reinterpret-cast)
+    }
+    // SplitMix64 (Steele, Lea and Flood): its increment, shifts and multipliers are its
+    // definition, not tunables to name.
+    // NOLINTBEGIN(cppcoreguidelines-avoid-magic-numbers,readability-magic-numbers)
+    for (auto& s : seeds) {
+        seed += 0x9e3779b97f4a7c15ULL;
+        std::uint64_t z = seed;
+        z = (z ^ (z >> 30U)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27U)) * 0x94d049bb133111ebULL;
+        s = z ^ (z >> 31U);
+    }
+    // NOLINTEND(cppcoreguidelines-avoid-magic-numbers,readability-magic-numbers)
+    return seeds;
+}
+
+/// What the tables of one storage share: its bound on live entries, its hashes and its hook.
+struct MemoryKeyspace {
+    MemoryStorageOptions options;
+    ShortKeyHash shortKeyHasher;
+    SipHash128 longKeyHasher;
+    std::atomic<std::size_t> live{0};
+
+    MemoryKeyspace(MemoryStorageOptions opts, const HashSeeds& seeds)
+        : options(std::move(opts)),
+          shortKeyHasher(seeds[0], seeds[1], seeds[2], seeds[3]),
+          longKeyHasher(seeds[kShortKeySeedWords], seeds[kShortKeySeedWords + 1]) {}
+
+    bool reserveEntry() noexcept {
+        std::size_t n = live.load(std::memory_order_relaxed);
+        while (n < options.maxKeys) {
+            if (live.compare_exchange_weak(n, n + 1, std::memory_order_relaxed)) {
+                return true;
+            }
+        }
+        return false;
+    }
+    void releaseEntry() noexcept { live.fetch_sub(1, std::memory_order_relaxed); }
+};
+
+/// The type-erased face of a table, for the storage's registry and statistics (never on the
+/// step path).
+class MemoryTableBase {
+public:
+    MemoryTableBase() = default;
+    MemoryTableBase(const MemoryTableBase&) = delete;
+    MemoryTableBase& operator=(const MemoryTableBase&) = delete;
+    MemoryTableBase(MemoryTableBase&&) = delete;
+    MemoryTableBase& operator=(MemoryTableBase&&) = delete;
+    virtual ~MemoryTableBase() = default;
+    virtual void addStats(MemoryStats& stats) const = 0;
+    [[nodiscard]] virtual const Quota& quota() const noexcept = 0;
+};
+
+/// A fixed-size array on the heap, sized at run time: a `std::vector` would add a capacity and
+/// a size that nothing uses. (`T[]` is what `std::unique_ptr` needs to own an array.)
+template <class T>
+using HeapArray = std::unique_ptr<T[]>;  // NOLINT(*-avoid-c-arrays): unique_ptr's array form
+
+template <class T>
+HeapArray<T> makeHeapArray(std::size_t size) {
+    return std::make_unique<T[]>(size);  // NOLINT(*-avoid-c-arrays): unique_ptr's array form
+}
+
+/// A key as stored: up to 16 bytes inline, longer ones as their digest.
+struct StoredKey {
+    static constexpr std::uint8_t kInline = 16;
+    static constexpr std::uint8_t kDigested = 0xFF;
+    std::uint8_t length = 0;            ///< 0…16 inline bytes, or kDigested
+    std::array<char, kInline> bytes{};  ///< unused bytes are zero
+
+    /// Two word compares instead of a `memcmp` call: this runs on every step.
+    friend bool operator==(const StoredKey& a, const StoredKey& b) noexcept {
+        return a.length == b.length && a.word(0) == b.word(0) && a.word(1) == b.word(1);
+    }
+
+private:
+    [[nodiscard]] std::uint64_t word(std::size_t i) const noexcept {
+        std::uint64_t w = 0;
+        std::memcpy(&w, bytes.data() + i * sizeof w, sizeof w);
+        return w;
+    }
+};
+
+inline constexpr std::size_t kGroupSlots = 16;
+/// Groups are sized for this many keys of their 16 slots at `maxKeys`: with two candidate
+/// groups per key that load leaves spills at the bound vanishingly rare.
+inline constexpr std::size_t kKeysPerGroup = 12;
+
+/// Slots examined by one inserting call, at most.
+inline constexpr std::size_t kSweepPerCall = 4;
+
+/// A model whose state also holds memory on the heap (the sliding log's runs) says how much.
+template <class M>
+concept HasHeapBound = requires(const Quota& q) {
+    { M::heapBytes(q) } -> std::convertible_to<std::size_t>;
+};
+
+template <AlgorithmModel M>
+class MemoryTable final : public MemoryTableBase {
+public:
+    MemoryTable(std::shared_ptr<MemoryKeyspace> keyspace, std::string name, const Quota& quota)
+        : keyspace_(std::move(keyspace)),
+          name_(std::move(name)),
+          quota_(quota),
+          groupCount_((keyspace_->options.maxKeys + kKeysPerGroup - 1) / kKeysPerGroup),
+          groups_(makeHeapArray<std::atomic<Group*>>(groupCount_)),
+          spill_(makeHeapArray<Slot>(keyspace_->options.spillEntries)) {}
+
+    ~MemoryTable() override {
+        for (std::size_t i = 0; i < groupCount_; ++i) {
+            // Adopts the group `groupAt` released into the table, and frees it.
+            const std::unique_ptr<Group> owned{groups_[i].load(std::memory_order_relaxed)};
+        }
+        keyspace_->live.fetch_sub(tracked_.load(std::memory_order_relaxed),
+                                  std::memory_order_relaxed);
+    }
+    MemoryTable(const MemoryTable&) = delete;
+    MemoryTable& operator=(const MemoryTable&) = delete;
+    MemoryTable(MemoryTable&&) = delete;
+    MemoryTable& operator=(MemoryTable&&) = delete;
+
+    /// Calls on one key take effect in the order of their times: the time is read before the
+    /// key's lock (so the lock is held for the step alone), and read again under it when
+    /// another call wrote a later time meanwhile.
+    RATELIMIT_ALWAYS_INLINE Decision step(std::string_view key, TickSource now, std::int64_t cost,
+                                          StepMode mode) {
+        const Lookup k = lookupKey(key);
+        const Request r{now, now(), cost, mode, Action::kStep};
+        Decision d;
+        if (visit(k, r, d)) {
+            return d;
+        }
+        return place(k, r);
+    }
+
+    void reset(std::string_view key) {
+        // A spilled key shares its entry, so resetting it would reset others: it is left alone.
+        const auto never = [] { return Tick{0}; };
+        Decision unused;
+        visit(lookupKey(key), Request{TickSource(never), 0, 0, StepMode::kPeek, Action::kReset},
+              unused);
+    }
+
+    void addStats(MemoryStats& stats) const override {
+        stats.trackedKeys += tracked_.load(std::memory_order_relaxed);
+        stats.allocatedBytes +=
+            fixedBytes() + allocatedGroups_.load(std::memory_order_relaxed) * sizeof(Group);
+        stats.byteBound +=
+            fixedBytes() + groupCount_ * sizeof(Group) +
+            (groupCount_ * kGroupSlots + keyspace_->options.spillEntries) * heapBytes();
+        stats.spilledCalls += spilledCalls_.load(std::memory_order_relaxed);
+        stats.sweeps += sweeps_.load(std::memory_order_relaxed);
+        stats.sweptSlots += sweptSlots_.load(std::memory_order_relaxed);
+    }
+
+    [[nodiscard]] const Quota& quota() const noexcept override { return quota_; }
+
+private:
+    struct Slot {
+        SlotLock lock;
+        StoredKey key RATELIMIT_GUARDED_BY(lock);
+        typename M::State state RATELIMIT_GUARDED_BY(lock){};
+    };
+
+    static constexpr std::size_t kTagsPerWord = sizeof(std::uint64_t);
+    static constexpr std::size_t kTagWords = kGroupSlots / kTagsPerWord;
+
+    struct Group {
+        /// Byte i % 8 of word i / 8 is slot i's tag: 0 empty, otherwise 0x80 | 7 hash bits of
+        /// its key, so one load matches 8 slots at once. Written under `insertLock`; read
+        /// without it as a hint, confirmed under the slot's lock.
+        std::array<std::atomic<std::uint64_t>, kTagWords> tags{};
+        SlotLock insertLock;
+        std::array<Slot, kGroupSlots> slots{};
+    };
+
+    /// A used slot's tag: this bit, and the top `kTagHashBits` bits of its key's hash.
+    static constexpr unsigned kTagUsed = 0x80;
+    static constexpr unsigned kTagHashBits = 7;
+    static constexpr std::uint64_t kLowBytes = 0x0101010101010101ULL;
+    static constexpr std::uint64_t kLow7Bits = 0x7f7f7f7f7f7f7f7fULL;
+
+    /// The high bit of every zero byte of `x`, exactly (no borrow from a neighbouring byte).
+    static std::uint64_t zeroBytes(std::uint64_t x) noexcept {
+        return ~(((x & kLow7Bits) + kLow7Bits) | x | kLow7Bits);
+    }
+    /// The high bit of every byte of `word` equal to `tag`.
+    static std::uint64_t matchingBytes(std::uint64_t word, std::uint8_t tag) noexcept {
+        return zeroBytes(word ^ (kLowBytes * tag));
+    }
+    static std::size_t byteIndex(std::uint64_t highBits) noexcept {
+        return static_cast<std::size_t>(std::countr_zero(highBits)) / kTagsPerWord;
+    }
+    static std::uint8_t tagAt(const Group& g, std::size_t i) noexcept {
+        const std::uint64_t word = g.tags[i / kTagsPerWord].load(std::memory_order_relaxed);
+        return static_cast<std::uint8_t>(word >> (kTagsPerWord * (i % kTagsPerWord)));
+    }
+    static void setTag(Group& g, std::size_t i, std::uint8_t tag) noexcept
+        RATELIMIT_REQUIRES(g.insertLock) {
+        std::atomic<std::uint64_t>& word = g.tags[i / kTagsPerWord];
+        const unsigned shift = kTagsPerWord * (i % kTagsPerWord);
+        constexpr std::uint64_t kByte = 0xFF;
+        const std::uint64_t others = word.load(std::memory_order_relaxed) & ~(kByte << shift);
+        word.store(others | (std::uint64_t{tag} << shift), std::memory_order_release);
+    }
+
+    /// A key's two candidate groups (two choices keep groups evenly filled, so a key rarely
+    /// finds both full before the table holds `maxKeys`), its tag and its spill entry.
+    struct Lookup {
+        StoredKey key;
+        std::array<std::uint64_t, 2> groups{};
+        std::uint8_t tag = 0;
+        std::uint64_t spill = 0;
+    };
+
+    /// Maps a 64-bit hash onto [0, groupCount) without a division (Lemire's multiply-shift),
+    /// so the table need not be a power of two and its size follows `maxKeys` closely.
+    [[nodiscard]] std::uint64_t reduce(std::uint64_t hash) const noexcept {
+        return static_cast<std::uint64_t>((UInt128{hash} * groupCount_) >> 64U);
+    }
+
+    [[nodiscard]] RATELIMIT_ALWAYS_INLINE Lookup lookupKey(std::string_view key) const noexcept {
+        static_assert(StoredKey::kInline == ShortKeyHash::kMaxLength);
+        const Digest128 d = key.size() <= StoredKey::kInline ? keyspace_->shortKeyHasher(key)
+                                                             : keyspace_->longKeyHasher(key);
+        Lookup k{};
+        if (key.size() <= StoredKey::kInline) {
+            k.key.length = static_cast<std::uint8_t>(key.size());
+            if (!key.empty()) {
+                std::memcpy(k.key.bytes.data(), key.data(), key.size());
+            }
+        } else {
+            k.key.length = StoredKey::kDigested;
+            std::memcpy(k.key.bytes.data(), &d.low, sizeof d.low);
+            std::memcpy(k.key.bytes.data() + sizeof d.low, &d.high, sizeof d.high);
+        }
+        k.groups = {reduce(d.low), reduce(d.high)};
+        k.tag = static_cast<std::uint8_t>(kTagUsed | (d.low >> (64U - kTagHashBits)));
+        k.spill = d.high % keyspace_->options.spillEntries;
+        return k;
+    }
+
+    enum class Action : bool { kStep, kReset };
+
+    /// What to do with a key's slot once it is found and locked.
+    struct Request {
+        TickSource clock;
+        Tick now;  ///< read before any lock
+        std::int64_t cost;
+        StepMode mode;
+        Action action;
+
+        [[nodiscard]] bool writes() const noexcept {
+            return mode == StepMode::kConsume && cost > 0;
+        }
+    };
+
+    RATELIMIT_ALWAYS_INLINE Decision run(Slot& s, const Request& r) RATELIMIT_REQUIRES(s.lock) {
+        if (r.action == Action::kReset) {
+            s.state = typename M::State{};
+            return Decision{};
+        }
+        Tick now = r.now;
+        if (now < M::lastWrite(s.state)) {
+            // Another call wrote a later time since this one read the clock: reading it again
+            // under the lock keeps the key's times in the order its steps take effect (a
+            // clock that really stepped back answers the same, and the model rebases).
+            now = r.clock();
+        }
+        if (!r.writes()) {
+            typename M::State copy = s.state;
+            return applyStep<M>(copy, quota_, now, r.cost);
+        }
+        return applyStep<M>(s.state, quota_, now, r.cost);
+    }
+
+    /// Runs `r` on the key's slot under its lock; false when the key has no slot.
+    RATELIMIT_ALWAYS_INLINE bool visit(const Lookup& k, const Request& r, Decision& out) {
+        Group* first = groups_[k.groups[0]].load(std::memory_order_acquire);
+        Group* second = groups_[k.groups[1]].load(std::memory_order_acquire);
+        if (second != nullptr) {
+            // Among many keys both groups are cache misses: start the second one's now, so a
+            // key placed there waits for one miss, not two in a row.
+            __builtin_prefetch(second);
+        }
+        return (first != nullptr && visitIn(*first, k, r, out)) ||
+               (second != nullptr && visitIn(*second, k, r, out));
+    }
+
+    RATELIMIT_ALWAYS_INLINE bool visitIn(Group& g, const Lookup& k, const Request& r,
+                                         Decision& out) {
+        for (std::size_t w = 0; w < kTagWords; ++w) {
+            std::uint64_t match = matchingBytes(g.tags[w].load(std::memory_order_acquire), k.tag);
+            for (; match != 0; match &= match - 1) {
+                const std::size_t i = w * kTagsPerWord + byteIndex(match);
+                Slot& s = g.slots[i];
+                SlotGuard guard(s.lock);
+                // The tag is only a hint: the slot may have been given to another key since.
+                if (s.key == k.key && tagAt(g, i) == k.tag) {
+                    out = run(s, r);
+                    return true;
+                }
+            }
+        }
+        return false;
+    }
+
+    /// `run` and `visitIn` out of line, for the cold paths: the hot path alone inlines them,
+    /// which keeps the code (and the time to compile it) small.
+    RATELIMIT_COLD Decision runCold(Slot& s, const Request& r) RATELIMIT_REQUIRES(s.lock) {
+        return run(s, r);
+    }
+    RATELIMIT_COLD bool visitInCold(Group& g, const Lookup& k, const Request& r, Decision& out) {
+        return visitIn(g, k, r, out);
+    }
+
+    /// A key with no entry: a call that writes takes one, any other is answered without.
+    RATELIMIT_COLD Decision place(const Lookup& k, const Request& r) {
+        const bool writes = r.writes() && r.cost <= quota_.capacity;
+        return writes ? insertAndStep(k, r) : answerUnplaced(k, r);
+    }
+
+    /// A key with no entry whose call writes nothing (a peek, cost 0, a cost above the limit):
+    /// answered as the entry it would get, fresh or its spill entry, without taking one.
+    Decision answerUnplaced(const Lookup& k, const Request& r) {
+        // The time read before the locks only judges freshness, conservatively (a key fresh at
+        // an earlier time stays fresh).
+        const Tick hint = r.now;
+        Decision d;
+        bool found = false;
+        bool room = false;
+        withInsertLocks(k, [&](Group& x, Group& y) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
+            found = visitInCold(x, k, r, d) || visitInCold(y, k, r, d);
+            room = !found && hasRoom(x, y, hint);
+        });
+        if (found) {
+            return d;
+        }
+        if (room) {
+            typename M::State fresh{};
+            return applyStep<M>(fresh, quota_, r.now, r.cost);
+        }
+        Slot& s = spill_[k.spill];
+        SlotGuard guard(s.lock);
+        return runCold(s, r);
+    }
+
+    /// Runs `f(first, second)` holding both candidate groups' insert locks, taken in index
+    /// order (no deadlock), so no two threads can place one key in different groups. (Clang's
+    /// analysis cannot follow the locks into `f`, so its callers' lambdas opt out of it.)
+    template <class F>
+    void withInsertLocks(const Lookup& k, F&& f) {
+        const std::uint64_t low = std::min(k.groups[0], k.groups[1]);
+        const std::uint64_t high = std::max(k.groups[0], k.groups[1]);
+        Group& first = groupAt(low);
+        Group& second = groupAt(high);
+        if (low == high) {
+            SlotGuard insert(first.insertLock);
+            f(first, first);
+        } else {
+            SlotGuard insertFirst(first.insertLock);
+            SlotGuard insertSecond(second.insertLock);
+            f(first, second);
+        }
+    }
+
+    /// Whether a new key could get an entry of its own in `x` or `y` now.
+    bool hasRoom(Group& x, Group& y, Tick hint) RATELIMIT_REQUIRES(x.insertLock, y.insertLock) {
+        if (emptySlots(x) + emptySlots(y) > 0 &&
+            keyspace_->live.load(std::memory_order_relaxed) < keyspace_->options.maxKeys) {
+            return true;
+        }
+        return hasFresh(x, hint) || hasFresh(y, hint);
+    }
+
+    bool hasFresh(Group& g, Tick hint) RATELIMIT_REQUIRES(g.insertLock) {
+        for (std::size_t i = 0; i < kGroupSlots; ++i) {
+            if (tagAt(g, i) == 0) {
+                continue;
+            }
+            SlotGuard guard(g.slots[i].lock);
+            if (M::isFresh(g.slots[i].state, quota_, hint)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    Decision insertAndStep(const Lookup& k, const Request& r) {
+        const Tick hint = r.now;
+        sweep(hint);
+        Decision d;
+        bool placed = false;
+        withInsertLocks(k, [&](Group& x, Group& y) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
+            placed = place(x, y, k, r, hint, d);
+        });
+        if (placed) {
+            if (spilling_.load(std::memory_order_relaxed) && spilling_.exchange(false)) {
+                notify(MemoryEvent::kSpillEnded);
+            }
+            return d;
+        }
+        spilledCalls_.fetch_add(1, std::memory_order_relaxed);
+        {
+            Slot& s = spill_[k.spill];
+            SlotGuard guard(s.lock);
+            d = runCold(s, r);
+        }
+        if (!spilling_.load(std::memory_order_relaxed) && !spilling_.exchange(true)) {
+            notify(MemoryEvent::kSpillStarted);
+        }
+        return d;
+    }
+
+    /// Finds or places the key in one of its groups: an existing entry first, then an empty
+    /// slot of the emptier group (the "power of two choices"), then a fresh entry; false when
+    /// both groups are full of keys in use.
+    bool place(Group& x, Group& y, const Lookup& k, const Request& r, Tick hint, Decision& out)
+        RATELIMIT_REQUIRES(x.insertLock, y.insertLock) {
+        if (visitInCold(x, k, r, out) || visitInCold(y, k, r, out)) {
+            return true;
+        }
+        const bool xFirst = emptySlots(x) >= emptySlots(y);
+        const bool empty = xFirst ? (claimEmpty(x, k, r, out) || claimEmpty(y, k, r, out))
+                                  : (claimEmpty(y, k, r, out) || claimEmpty(x, k, r, out));
+        return empty || claimFresh(x, k, r, hint, out) || claimFresh(y, k, r, hint, out);
+    }
+
+    static std::size_t emptySlots(const Group& g) noexcept {
+        std::size_t n = 0;
+        for (const auto& word : g.tags) {
+            n += static_cast<std::size_t>(
+                std::popcount(zeroBytes(word.load(std::memory_order_relaxed))));
+        }
+        return n;
+    }
+
+    /// Gives an empty slot of `g` to the key, within the storage's `maxKeys`.
+    bool claimEmpty(Group& g, const Lookup& k, const Request& r, Decision& out)
+        RATELIMIT_REQUIRES(g.insertLock) {
+        for (std::size_t w = 0; w < kTagWords; ++w) {
+            const std::uint64_t empty = zeroBytes(g.tags[w].load(std::memory_order_relaxed));
+            if (empty == 0) {
+                continue;
+            }
+            if (!keyspace_->reserveEntry()) {
+                return false;
+            }
+            tracked_.fetch_add(1, std::memory_order_relaxed);
+            const std::size_t i = w * kTagsPerWord + byteIndex(empty);
+            Slot& s = g.slots[i];
+            SlotGuard guard(s.lock);
+            out = assignAndRun(g, i, s, k, r);
+            return true;
+        }
+        return false;
+    }
+
+    /// Gives the key a slot whose key is fresh again: free space, reused in place. The check
+    /// and the hand-over happen under one hold of the slot's lock, so a concurrent step of the
+    /// old key cannot slip between them.
+    bool claimFresh(Group& g, const Lookup& k, const Request& r, Tick hint, Decision& out)
+        RATELIMIT_REQUIRES(g.insertLock) {
+        for (std::size_t i = 0; i < kGroupSlots; ++i) {
+            if (tagAt(g, i) == 0) {
+                continue;
+            }
+            Slot& s = g.slots[i];
+            SlotGuard guard(s.lock);
+            if (M::isFresh(s.state, quota_, hint)) {
+                out = assignAndRun(g, i, s, k, r);
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /// Hands slot `s` to the key and runs the request. Callers hold the group's insert lock,
+    /// the only place tags change.
+    Decision assignAndRun(Group& g, std::size_t i, Slot& s, const Lookup& k, const Request& r)
+        RATELIMIT_REQUIRES(g.insertLock, s.lock) {
+        s.key = k.key;
+        s.state = typename M::State{};
+        setTag(g, i, k.tag);
+        return runCold(s, r);
+    }
+
+    /// Frees up to kSweepPerCall slots whose keys are fresh, so `maxKeys` counts
+    /// only keys in use. Never waits for a lock: a busy slot is simply skipped.
+    void sweep(Tick now) {
+        sweeps_.fetch_add(1, std::memory_order_relaxed);
+        sweptSlots_.fetch_add(kSweepPerCall, std::memory_order_relaxed);
+        constexpr std::size_t kSweep = kSweepPerCall;
+        const std::uint64_t first =
+            sweepCursor_.fetch_add(kSweep, std::memory_order_relaxed) % (groupCount_ * kGroupSlots);
+        Group* g = groups_[first / kGroupSlots].load(std::memory_order_acquire);
+        if (g == nullptr || !g->insertLock.try_lock()) {
+            return;
+        }
+        for (std::uint64_t i = first % kGroupSlots; i < first % kGroupSlots + kSweep; ++i) {
+            Slot& s = g->slots[i];
+            if (tagAt(*g, i) == 0 || !s.lock.try_lock()) {
+                continue;
+            }
+            if (M::isFresh(s.state, quota_, now)) {
+                s.state = typename M::State{};
+                setTag(*g, i, 0);
+                tracked_.fetch_sub(1, std::memory_order_relaxed);
+                keyspace_->releaseEntry();
+            }
+            s.lock.unlock();
+        }
+        g->insertLock.unlock();
+    }
+
+    Group& groupAt(std::uint64_t index) {
+        Group* g = groups_[index].load(std::memory_order_acquire);
+        if (g != nullptr) {
+            return *g;
+        }
+        auto fresh = std::make_unique<Group>();
+        if (groups_[index].compare_exchange_strong(g, fresh.get(), std::memory_order_acq_rel)) {
+            allocatedGroups_.fetch_add(1, std::memory_order_relaxed);
+            return *fresh.release();
+        }
+        return *g;  // another thread allocated it first
+    }
+
+    void notify(MemoryEvent event) const {
+        if (keyspace_->options.onEvent) {
+            keyspace_->options.onEvent(event, name_);
+        }
+    }
+
+    [[nodiscard]] std::size_t fixedBytes() const noexcept {
+        return sizeof(*this) + groupCount_ * sizeof(std::atomic<Group*>) +
+               keyspace_->options.spillEntries * sizeof(Slot);
+    }
+
+    [[nodiscard]] std::size_t heapBytes() const noexcept {
+        if constexpr (HasHeapBound<M>) {
+            return M::heapBytes(quota_);
+        } else {
+            return 0;
+        }
+    }
+
+    static_assert(kSweepPerCall <= kGroupSlots && kGroupSlots % kSweepPerCall == 0,
+                  "a sweep stays within one group");
+
+    std::shared_ptr<MemoryKeyspace> keyspace_;
+    std::string name_;
+    Quota quota_;
+    std::size_t groupCount_;
+    HeapArray<std::atomic<Group*>> groups_;
+    HeapArray<Slot> spill_;
+    std::atomic<std::size_t> tracked_{0};
+    std::atomic<std::size_t> allocatedGroups_{0};
+    std::atomic<std::uint64_t> sweepCursor_{0};
+    std::atomic<std::uint64_t> sweeps_{0};
+    std::atomic<std::uint64_t> sweptSlots_{0};
+    std::atomic<std::uint64_t> spilledCalls_{0};
+    std::atomic<bool> spilling_{false};
+};
+
+}  // namespace detail
+}  // namespace v1
+}  // namespace ratelimit

@@ -1,0 +1,185 @@
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <hiredis/hiredis.h>
+
+#include <ratelimit/detail/fork_watch.hpp>
+#include <ratelimit/detail/redis_connection.hpp>
+#include <ratelimit/detail/redis_pipeline.hpp>
+#include <ratelimit/storage/redis_options.hpp>
+#include <ratelimit/store_error.hpp>
+
+namespace ratelimit {
+inline namespace v1 {
+namespace detail {
+
+/// Counters a `RedisPool` keeps for `RedisStats`.
+struct RedisPoolCounters {
+    std::atomic<std::uint64_t> connectsOpened{0};
+    std::atomic<std::uint64_t> writes{0};
+};
+
+/// The connections of one `RedisStorage`: shared by concurrent callers through a pipeline
+/// (`RedisStorageOptions::pipelining`), or a pool handing each caller a connection of its
+/// own; each one connected and prepared (`AUTH`, `SELECT`) within the deadline of the call that
+/// opens it. The address is resolved once, at construction. After `fork()` the child never
+/// uses its parent's connections.
+/// Thread safety: thread-safe.
+class RedisPool {
+public:
+    RedisPool(const RedisStorageOptions& options, RedisPoolCounters& counters)
+        : options_(options),
+          address_(resolveRedisAddress(options.host, options.port, options.unixSocket)),
+          counters_(counters) {
+        if (options_.pipelining) {
+            pipeline_ = std::make_unique<RedisPipeline>(
+                std::min(options_.pipelineConnections, options_.poolSize), options_.maxPipeline,
+                [this](Deadline deadline, IoStatus& status) { return connect(deadline, status); },
+                counters_.writes);
+        }
+    }
+
+    /// Sends one request and reads its reply within the deadline, over the pipeline or a
+    /// pooled connection of its own. Null with `status` set when no reply came.
+    ReplyPtr exchange(std::string_view request, Deadline deadline, IoStatus& status) {
+        if (pipeline_) {
+            return pipeline_->exchange(request, deadline, status);
+        }
+        auto conn = acquire(deadline, status);
+        if (!conn) {
+            return nullptr;
+        }
+        counters_.writes.fetch_add(1, std::memory_order_relaxed);
+        ReplyPtr reply = conn->roundTrip(request, deadline, status);
+        // A connection that saw any transport, protocol or auth error is closed, never reused.
+        const bool reusable = reply != nullptr && !closesConnection(*reply);
+        release(std::move(conn), reusable);
+        return reply;
+    }
+
+private:
+    /// A connection for one call: an idle one, or a new one (connected and authenticated
+    /// within the deadline) while fewer than `poolSize` are open.
+    std::unique_ptr<RedisConnection> acquire(Deadline deadline, IoStatus& status) {
+        std::unique_lock<std::mutex> lock(poolMutex_);
+        if (fork_.forked()) {
+            // A forked child: the parent's connections are never used here (closing our copy
+            // of a descriptor sends nothing), and those busy at the fork never come back.
+            idle_.clear();
+            open_ = 0;
+        }
+        for (;;) {
+            while (!idle_.empty()) {
+                auto c = std::move(idle_.back());
+                idle_.pop_back();
+                if (!c->stale(std::chrono::steady_clock::now())) {
+                    return c;
+                }
+                --open_;  // closed by the server while idle (a restart): dropped unused
+            }
+            if (open_ < options_.poolSize) {
+                ++open_;
+                lock.unlock();
+                auto c = connect(deadline, status);
+                if (!c) {
+                    lock.lock();
+                    --open_;
+                    poolFree_.notify_one();
+                }
+                return c;
+            }
+            if (poolFree_.wait_until(lock, deadline) == std::cv_status::timeout) {
+                status = {StoreError::kTimeout, "all " + std::to_string(options_.poolSize) +
+                                                    " connections stayed busy until the deadline"};
+                return nullptr;
+            }
+        }
+    }
+
+    /// Returns a connection; one that saw any error is closed instead.
+    void release(std::unique_ptr<RedisConnection> c, bool reusable) {
+        std::unique_lock<std::mutex> lock(poolMutex_);
+        if (c->owner() != fork_.pid()) {
+            return;  // opened before a fork: dropped without use
+        }
+        if (reusable) {
+            c->idleFrom(std::chrono::steady_clock::now());
+            idle_.push_back(std::move(c));
+        } else {
+            --open_;
+            lock.unlock();
+            c.reset();
+            lock.lock();
+        }
+        poolFree_.notify_one();
+    }
+
+    std::unique_ptr<RedisConnection> connect(Deadline deadline, IoStatus& status) {
+        auto c = RedisConnection::open(address_, deadline, status);
+        if (!c) {
+            return nullptr;
+        }
+        counters_.connectsOpened.fetch_add(1, std::memory_order_relaxed);
+        std::string request;
+        if (!options_.password.empty()) {
+            if (options_.user.empty()) {
+                appendCommand(request, {"AUTH", options_.password});
+            } else {
+                appendCommand(request, {"AUTH", options_.user, options_.password});
+            }
+            if (!handshake(*c, request, deadline, status)) {
+                return nullptr;
+            }
+        }
+        if (options_.database != 0) {
+            request.clear();
+            appendCommand(request, {"SELECT", std::to_string(options_.database)});
+            if (!handshake(*c, request, deadline, status)) {
+                return nullptr;
+            }
+        }
+        return c;
+    }
+
+    static bool handshake(RedisConnection& c, const std::string& request, Deadline deadline,
+                          IoStatus& status) {
+        const ReplyPtr reply = c.roundTrip(request, deadline, status);
+        if (!reply) {
+            if (status.error == StoreError::kOutcomeUnknown) {
+                status.error = StoreError::kTimeout;  // a handshake changes no data
+            }
+            return false;
+        }
+        if (reply->type == REDIS_REPLY_ERROR) {
+            status = {StoreError::kAuth, std::string(reply->str, reply->len)};
+            return false;
+        }
+        return true;
+    }
+
+    const RedisStorageOptions& options_;  // the storage's, which outlives its pool
+    RedisAddress address_;
+    RedisPoolCounters& counters_;
+    std::mutex poolMutex_;
+    std::condition_variable poolFree_;
+    std::vector<std::unique_ptr<RedisConnection>> idle_;  // guarded by poolMutex_
+    std::size_t open_ = 0;                                // guarded by poolMutex_
+    ForkWatch fork_;                                      // guarded by poolMutex_
+    std::unique_ptr<RedisPipeline> pipeline_;             // null without pipelining
+};
+
+}  // namespace detail
+}  // namespace v1
+}  // namespace ratelimit

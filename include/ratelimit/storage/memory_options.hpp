@@ -1,0 +1,43 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string_view>
+
+namespace ratelimit {
+inline namespace v1 {
+
+/// What the memory storage tells its hook.
+enum class MemoryEvent {
+    kSpillStarted,  ///< a new key found no free entry and now shares a spill entry
+    kSpillEnded,    ///< a new key got an entry of its own again
+};
+
+/// Counters of a `MemoryStorage`, summed over its tables.
+struct MemoryStats {
+    std::size_t trackedKeys = 0;     ///< entries holding a key (fresh ones included until reused)
+    std::size_t allocatedBytes = 0;  ///< table memory allocated now (sliding-log runs excluded)
+    std::size_t byteBound = 0;       ///< the most the tables can ever allocate, runs included
+    std::uint64_t spilledCalls = 0;  ///< calls answered from a spill entry
+    std::uint64_t sweeps = 0;        ///< calls that swept
+    std::uint64_t sweptSlots = 0;    ///< slots those calls examined (≤ kSweepPerCall each)
+};
+
+/// Options of a `MemoryStorage` (`MemoryStorage::Options`). Fields only ever get added at the
+/// end.
+struct MemoryStorageOptions {
+    /// Most live entries across every limiter of this storage. 1 … 2^31. Each limiter's table
+    /// is sized for it: about 2 slots per key.
+    std::size_t maxKeys = 1'000'000;
+    /// Spill entries per limiter, shared by keys that find no free entry. 1 … 2^16.
+    std::size_t spillEntries = 64;
+    /// Hash seed; 0 draws one from the operating system per storage.
+    std::uint64_t seed = 0;
+    /// Called (from the calling thread, outside every lock) when spilling starts or ends, with
+    /// the limiter's name. Must not throw.
+    std::function<void(MemoryEvent, std::string_view limiterName)> onEvent{};
+};
+
+}  // namespace v1
+}  // namespace ratelimit

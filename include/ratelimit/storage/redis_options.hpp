@@ -1,0 +1,73 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include <ratelimit/store_error.hpp>
+
+namespace ratelimit {
+inline namespace v1 {
+
+/// Counters of a `RedisStorage`, shared by its copies.
+struct RedisStats {
+    std::uint64_t requests = 0;        ///< scripts sent (EVALSHA, plus the EVAL resends)
+    std::uint64_t scriptResends = 0;   ///< EVAL after NOSCRIPT: the only request sent twice
+    std::uint64_t connectsOpened = 0;  ///< connections opened (and handshakes done)
+    std::uint64_t failures = 0;        ///< calls answered by the failure policy
+    std::uint64_t shortCircuited = 0;  ///< of those, answered at once by the open breaker
+    /// Writes that carried requests: below `requests` when pipelining gathered several
+    /// callers' requests into one write.
+    std::uint64_t writes = 0;
+};
+
+/// Options of a `RedisStorage` (`RedisStorage::Options`). Fields only ever get added at the
+/// end.
+// NOLINTBEGIN(cppcoreguidelines-avoid-magic-numbers,readability-magic-numbers): defaults, each
+// documented where it is set.
+struct RedisStorageOptions {
+    std::string host = "127.0.0.1";  ///< TCP host name or address
+    int port = 6379;                 ///< TCP port, 1 … 65535
+    std::string unixSocket{};        ///< a unix socket path; used instead of TCP when set
+    std::string user{};              ///< ACL user (Redis 6+); empty: `AUTH password`
+    std::string password{};          ///< empty: no AUTH
+    int database = 0;                ///< `SELECT` index, 0 … 2^31−1
+    /// Deadline of one call (connect, handshake and script). Default 50 ms; 1 ms … 1 min.
+    std::chrono::milliseconds timeout{50};
+    /// Most connections at once; a caller finding all busy waits within its deadline.
+    std::size_t poolSize = 16;
+    /// First segment of every key. Must not contain `{` or `}`.
+    std::string keyPrefix = "rl";
+    /// Breaker backoff after the first failure, doubling per failed probe up to the max.
+    std::chrono::milliseconds breakerBackoff{100};
+    std::chrono::milliseconds breakerMaxBackoff{5000};
+    /// Entries of each limiter's memory table for `FailurePolicy::kFallBackToMemory`.
+    std::size_t fallbackMaxKeys = 100'000;
+    /// Hears health changes (failing, healthy again), from the calling thread, outside
+    /// every lock; never once per request. Must not throw.
+    std::function<void(const StoreEvent&)> onEvent{};
+    /// Concurrent calls share connections (pipelining): a caller queues its request on a
+    /// connection; the first caller to find that connection idle writes every queued
+    /// request in one write, reads the replies in order and hands each caller its own,
+    /// while the others wait within their own deadline. No thread of the library's own.
+    /// A request sent at most once, a late reply never given to another caller and a
+    /// connection that saw an error closed hold as without it; a timeout or an I/O error
+    /// of a shared connection fails every request in flight on it. Default true; false:
+    /// one caller per pooled connection at a time.
+    bool pipelining = true;
+    /// With pipelining: the connections the callers share, 1 … 1024; at most `poolSize`
+    /// are used. Default 2: one batch is written while the other's replies are on their
+    /// way, and each write still gathers the requests of several callers.
+    std::size_t pipelineConnections = 2;
+    /// With pipelining: the most requests one write carries, 1 … 65536. Default 64.
+    std::size_t maxPipeline = 64;
+    /// For tests and simulations: the clock the circuit breaker reads to time its backoff.
+    /// Default (empty): `std::chrono::steady_clock`. Deadlines always use the steady clock.
+    std::function<std::chrono::steady_clock::time_point()> breakerClock{};
+};
+// NOLINTEND(cppcoreguidelines-avoid-magic-numbers,readability-magic-numbers)
+
+}  // namespace v1
+}  // namespace ratelimit
