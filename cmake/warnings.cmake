@@ -1,12 +1,12 @@
 # ratelimit_set_warnings(<target>)
 #
-# Warnings, warnings-as-errors, sanitizers and (optionally) clang-tidy for ratelimit's OWN
-# targets: tests, examples, benchmarks. Never call it on the INTERFACE library targets, whose
-# usage requirements reach every consumer (style/details.md 2.10 and 2.12).
+# Warnings, sanitizers and (optionally) clang-tidy for ratelimit's OWN targets: tests, examples,
+# tools, benchmarks. Never call it on the INTERFACE library targets, whose usage requirements
+# reach every consumer.
 #
-# Warnings are errors (COMPILE_WARNING_AS_ERROR) when ratelimit is the top-level project, unless
-# the user decided otherwise with -DCMAKE_COMPILE_WARNING_AS_ERROR=OFF (or cmake's
-# --compile-no-warning-as-error).
+# Warnings are never errors here: a user's plain build must not fail on a warning a newer or
+# older compiler raises. The CI and dev presets turn them into errors with
+# CMAKE_COMPILE_WARNING_AS_ERROR (CMakePresets.json).
 include_guard(GLOBAL)
 
 function(ratelimit_set_warnings target)
@@ -40,10 +40,6 @@ function(ratelimit_set_warnings target)
 
     # Our own code is plain ISO C++ (-std=c++20, not gnu++20).
     set_target_properties(${target} PROPERTIES CXX_EXTENSIONS OFF)
-
-    if(ratelimit_IS_TOP_LEVEL AND NOT DEFINED CMAKE_COMPILE_WARNING_AS_ERROR)
-        set_target_properties(${target} PROPERTIES COMPILE_WARNING_AS_ERROR ON)
-    endif()
 
     if(RATELIMIT_SANITIZE)
         set(_sanitize "-fsanitize=${RATELIMIT_SANITIZE}" -fno-omit-frame-pointer)

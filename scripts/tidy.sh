@@ -5,7 +5,7 @@
 #     <ratelimit/redis.hpp> (which includes them all), with the static analyzer also starting
 #     from functions defined in headers: by default it starts only from the main file's
 #     functions, and a header-set unit's main file has none;
-#   - the tests, the fuzz targets and the examples, with their own headers.
+#   - the tests, the fuzz targets, the examples and the tools, with their own headers.
 # Exits non-zero on any finding.
 #
 #   scripts/tidy.sh                  all of it
@@ -23,8 +23,8 @@ umbrella="${root}/build/ci-tidy/ratelimit_redis_verify_interface_header_sets/rat
 mapfile -t sources < <(
     python3 -c 'import json, sys; print("\n".join(e["file"] for e in json.load(sys.stdin)))' \
         <build/ci-tidy/compile_commands.json |
-        awk -v tests="${root}/tests/" -v examples="${root}/examples/" \
-            'index($0, tests) == 1 || index($0, examples) == 1' |
+        awk -v tests="${root}/tests/" -v examples="${root}/examples/" -v tools="${root}/tools/" \
+            'index($0, tests) == 1 || index($0, examples) == 1 || index($0, tools) == 1' |
         grep -E -- "${filter}" | sort -u || true
 )
 

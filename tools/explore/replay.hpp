@@ -66,7 +66,7 @@ inline std::optional<Algorithm> algorithmNamed(std::string_view name) {
 }
 
 /// The most an algorithm may admit beyond `count` in a half-open interval of length `period`
-/// on one key, by its design (DESIGN.md's semantics):
+/// on one key, by its design (docs/semantics.md):
 ///   - fixed window: `count` before a window edge and `count` after it: + count;
 ///   - sliding log: every (t − W, t] holds at most `count`: + 0;
 ///   - sliding counter: next to a non-empty previous window the current one admits at most

@@ -1,7 +1,8 @@
-// Tests of the algorithm explorer (examples/explore.cpp and examples/explore/*.hpp): its figures
-// for the worked scenarios are the ones tests/algorithms/*_test.cpp assert, its over-admission
-// bounds hold and are reached, its chart is well-formed XML with the right marks, and bad input
-// is refused with its place and no output. Time is the explorer's ManualClock; nothing sleeps.
+// Tests of the algorithm explorer (tools/explore/main.cpp and the headers beside it): its figures
+// for the worked scenarios are the ones the algorithm tests (tests/algorithms/) assert, its
+// over-admission bounds hold and are reached, its chart is well-formed XML with the right marks,
+// and bad input is refused with its place and no output. Time is the explorer's ManualClock;
+// nothing sleeps.
 
 #include <algorithm>
 #include <array>
@@ -20,12 +21,12 @@
 
 #include <ratelimit/limit.hpp>
 
-#include "explore/cli.hpp"
-#include "explore/replay.hpp"
-#include "explore/report.hpp"
-#include "explore/svg.hpp"
-#include "explore/traffic.hpp"
+#include "cli.hpp"
+#include "replay.hpp"
+#include "report.hpp"
 #include "support/catch.hpp"
+#include "svg.hpp"
+#include "traffic.hpp"
 
 using namespace std::chrono_literals;
 

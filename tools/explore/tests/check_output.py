@@ -1,4 +1,4 @@
-"""Reads the explorer's outputs back with Python's own parsers (ctest example_explore_output_parses).
+"""Reads the explorer's outputs back with Python's own parsers (ctest explore_output_parses).
 
 Runs the explorer (argv[1]) on the boundary burst with --json and --svg: the JSON must load, the
 SVG must be well-formed XML with one lane per algorithm of the JSON, in its order, and as many

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include <ratelimit/detail/ascii.hpp>
 #include <ratelimit/limit.hpp>
 
 namespace explore {
@@ -58,20 +59,12 @@ inline constexpr std::string_view kDefaultKey = "client";
 
 namespace detail {
 
-inline bool isDigit(char c) { return c >= '0' && c <= '9'; }
-inline bool isAlpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-inline bool isSpace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
-inline char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+namespace ascii = ratelimit::detail::ascii;
 
-inline std::string_view trim(std::string_view s) {
-    while (!s.empty() && isSpace(s.front())) {
-        s.remove_prefix(1);
-    }
-    while (!s.empty() && isSpace(s.back())) {
-        s.remove_suffix(1);
-    }
-    return s;
-}
+/// White space between the words of a traffic text or a CSV field: blanks and line ends.
+inline bool isSpace(char c) { return ascii::isBlank(c) || c == '\r' || c == '\n'; }
+
+inline std::string_view trim(std::string_view s) { return ascii::trim(s, isSpace); }
 
 inline std::string quoted(std::string_view s) { return std::string("'").append(s).append("'"); }
 
@@ -101,7 +94,7 @@ inline std::int64_t unitNanos(std::string_view unit) {
     }
     std::string u;
     for (const char c : unit) {
-        u.push_back(lower(c));
+        u.push_back(ascii::toLower(c));
     }
     for (const TimeUnit& known : kTimeUnits) {
         if (std::find(known.spellings.begin(), known.spellings.end(), u) != known.spellings.end()) {
@@ -118,7 +111,7 @@ inline std::int64_t wholeNumber(std::string_view text) {
     }
     std::int64_t value = 0;
     for (const char c : text) {
-        if (!isDigit(c)) {
+        if (!ascii::isDigit(c)) {
             return -1;
         }
         value = value * 10 + (c - '0');
@@ -158,7 +151,7 @@ public:
     [[noreturn]] void tooLarge() const { reject("time " + shown_ + " is too large"); }
 
 private:
-    [[nodiscard]] bool atDigit() const { return !atEnd() && isDigit(text_[pos_]); }
+    [[nodiscard]] bool atDigit() const { return !atEnd() && ascii::isDigit(text_[pos_]); }
     [[nodiscard]] std::int64_t digit() const { return text_[pos_] - '0'; }
     [[noreturn]] void reject(const std::string& what) const { fail(where_, what); }
 
@@ -198,7 +191,7 @@ private:
     /// Nanoseconds per unit of the unit that follows the number.
     std::int64_t unit() {
         const std::size_t start = pos_;
-        while (!atEnd() && isAlpha(text_[pos_])) {
+        while (!atEnd() && ascii::isAlpha(text_[pos_])) {
             ++pos_;
         }
         const std::string_view name = text_.substr(start, pos_ - start);
@@ -401,7 +394,7 @@ inline void parseInlineTraffic(std::string_view text, TrafficBuilder& out) {
 namespace detail {
 
 inline void skipBlanks(std::string_view line, std::size_t& pos) {
-    while (pos < line.size() && (line[pos] == ' ' || line[pos] == '\t')) {
+    while (pos < line.size() && ascii::isBlank(line[pos])) {
         ++pos;
     }
 }

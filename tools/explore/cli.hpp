@@ -98,7 +98,7 @@ public:
     using std::runtime_error::runtime_error;
 };
 
-/// The demo run with no arguments: the first worked scenario of the design.
+/// The demo run with no arguments: the first worked scenario (docs/explore.md).
 inline std::vector<std::string> demoArguments() {
     return {"--rule", "10/min", "--traffic", "0s:10 30s:5 70s:5"};
 }
