@@ -6,8 +6,9 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <string>
+#include <utility>
 
-#include <ratelimit/detail/thread_annotations.hpp>
 #include <ratelimit/store_error.hpp>
 
 namespace ratelimit {
@@ -53,10 +54,11 @@ public:
         return {false, false, std::max(std::chrono::nanoseconds{1}, nextProbe_ - now)};
     }
 
-    /// The event to report, if the store just became healthy. Only the probe closes an open
-    /// breaker: a call sent before it opened may still succeed while the server is down.
-    std::optional<StoreEvent> succeeded(bool wasProbe) {
-        if (!wasProbe || !open_.load(std::memory_order_acquire)) {
+    /// The event to report, if the store just became healthy, after a call `admit` let through
+    /// as `call` succeeded. Only the probe closes an open breaker: a call sent before it opened
+    /// may still succeed while the server is down.
+    std::optional<StoreEvent> succeeded(const Admission& call) {
+        if (!call.probe || !open_.load(std::memory_order_acquire)) {
             return std::nullopt;
         }
         const std::lock_guard<std::mutex> lock(mutex_);
@@ -70,9 +72,11 @@ public:
                           "the store answers again"};
     }
 
-    /// The event to report, if the store just started failing. Only the probe's own failure
-    /// lengthens the backoff; calls already in flight when the breaker opened do not.
-    std::optional<StoreEvent> failed(StoreError error, const std::string& message, bool wasProbe) {
+    /// The event to report, if the store just started failing, after the call `call` failed
+    /// with `error`. Only the probe's own failure lengthens the backoff; calls already in
+    /// flight when the breaker opened do not.
+    std::optional<StoreEvent> failed(const Admission& call, StoreError error,
+                                     const std::string& message) {
         const TimePoint now = this->now();
         const std::lock_guard<std::mutex> lock(mutex_);
         if (!open_.load(std::memory_order_relaxed)) {
@@ -81,7 +85,7 @@ public:
             nextProbe_ = now + backoff_;
             return StoreEvent{StoreEvent::Health::kFailing, error, message};
         }
-        if (wasProbe && probing_) {
+        if (call.probe && probing_) {
             probing_ = false;
             backoff_ = std::min(backoff_ * 2, max_);
             nextProbe_ = now + backoff_;

@@ -249,14 +249,14 @@ private:
         detail::IoStatus status;
         const std::optional<Decision> answer = run(key, script, shared_->deadline(), status);
         if (answer) {
-            shared_->report(shared_->breaker.succeeded(admission.probe));
+            shared_->report(shared_->breaker.succeeded(admission));
             return *answer;
         }
         if (detail::tripsBreaker(status.error)) {
-            shared_->report(shared_->breaker.failed(status.error, status.message, admission.probe));
+            shared_->report(shared_->breaker.failed(admission, status.error, status.message));
         } else {
             // It answered: the link is fine.
-            shared_->report(shared_->breaker.succeeded(admission.probe));
+            shared_->report(shared_->breaker.succeeded(admission));
         }
         return degrade(status, key, cost, mode, fallbackNow, shared_->breaker.untilProbe());
     }
