@@ -1,4 +1,4 @@
-// The in-memory limiters against in-run baselines (issue 4; style/details.md 2.9).
+// The in-memory limiters against in-run baselines, measured in the same run.
 //
 //   BM_<Algorithm>_Memory/keys:K/denied:D/cost:C/real_time/threads:T
 //     tryAcquire(key, cost) on a limiter with MemoryStorage and SteadyClock (the defaults).

@@ -1,5 +1,5 @@
 // ratelimit_bench_memory: bytes per idle key of the memory storage, and that the memory comes
-// back (issue 4, "Memory"; style/details.md 2.9).
+// back.
 //
 // For each algorithm and each key count N (0.75 M, 1 M, 1.5 M): a MemoryStorage with
 // maxKeys = N (its table is pre-sized from maxKeys: about 2 slots per key, 16-slot groups

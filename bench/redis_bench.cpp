@@ -1,5 +1,5 @@
 // RedisStorage against a bare hiredis EVALSHA loop of the same script, in the same run
-// (issue 4; style/details.md 2.9).
+// (bench/README.md reports the figures).
 //
 //   BM_<Algorithm>_Redis/keys:K/real_time/threads:T
 //     tryAcquire(key) on a limiter with RedisStorage (the default RedisServerClock: the script

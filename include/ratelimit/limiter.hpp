@@ -115,13 +115,14 @@ private:
 
     static Quota makeQuota(const Limit& limit, const Options& options) {
         if (options.maxRunsPerKey < 1 || options.maxRunsPerKey > kMaxRunsPerKey) {
-            detail::throwInvalidArgument("LimiterOptions.maxRunsPerKey must be in 1..2^20 (got " +
-                                         std::to_string(options.maxRunsPerKey) + ")");
+            detail::throwInvalidArgument({"LimiterOptions.maxRunsPerKey must be in 1..2^20 (got ",
+                                          detail::Decimal(options.maxRunsPerKey), ")"});
         }
         if (options.lateCallTolerance < std::chrono::nanoseconds{0} ||
             options.lateCallTolerance > std::chrono::hours{1}) {
-            detail::throwInvalidArgument("LimiterOptions.lateCallTolerance must be in 0..1h (got " +
-                                         std::to_string(options.lateCallTolerance.count()) + "ns)");
+            detail::throwInvalidArgument({"LimiterOptions.lateCallTolerance must be in 0..1h (got ",
+                                          detail::Decimal(options.lateCallTolerance.count()),
+                                          "ns)"});
         }
         return Quota::make<Model>(limit, kNanosPerTick, options.maxRunsPerKey,
                                   options.lateCallTolerance.count() / kNanosPerTick);
@@ -129,7 +130,7 @@ private:
 
     static void checkCost(std::int64_t cost) {
         if (cost < 0) {
-            detail::throwInvalidArgument("cost must be >= 0 (got " + std::to_string(cost) + ")");
+            detail::throwInvalidArgument({"cost must be >= 0 (got ", detail::Decimal(cost), ")"});
         }
     }
 
@@ -162,7 +163,10 @@ private:
     /// restart agrees on it. A whole number of microseconds whatever the tick, so memory and
     /// Redis (whole microseconds) shift a key's windows by exactly the same time.
     [[nodiscard]] Tick phaseOf(std::string_view key) const noexcept {
-        if (Model::kBucket || !options_.spreadWindowResets) {
+        if constexpr (Model::kBucket) {
+            return 0;
+        }
+        if (!options_.spreadWindowResets) {
             return 0;
         }
         const detail::Digest128 d =

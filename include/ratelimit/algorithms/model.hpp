@@ -3,7 +3,6 @@
 #include <chrono>
 #include <concepts>
 #include <cstdint>
-#include <string>
 #include <string_view>
 
 #include <ratelimit/decision.hpp>
@@ -45,14 +44,14 @@ struct Quota {
                       Tick lateToleranceTicks = 0) {
         limit.validate();
         if (limit.period.count() % nanosPerTick != 0) {
-            detail::throwInvalidArgument("Limit.period (" + std::to_string(limit.period.count()) +
-                                         "ns) is not a whole number of ticks (" +
-                                         std::to_string(nanosPerTick) +
-                                         "ns: the clock's, or whole microseconds with Redis)");
+            detail::throwInvalidArgument({"Limit.period (", detail::Decimal(limit.period.count()),
+                                          "ns) is not a whole number of ticks (",
+                                          detail::Decimal(nanosPerTick),
+                                          "ns: the clock's, or whole microseconds with Redis)"});
         }
         if (maxRunsPerKey < 1) {
-            detail::throwInvalidArgument("maxRunsPerKey must be at least 1 (got " +
-                                         std::to_string(maxRunsPerKey) + ")");
+            detail::throwInvalidArgument(
+                {"maxRunsPerKey must be at least 1 (got ", detail::Decimal(maxRunsPerKey), ")"});
         }
         Quota q;
         q.count = limit.count;

@@ -373,7 +373,7 @@ private:
 
     /// A key with no entry whose call writes nothing (a peek, cost 0, a cost above the limit):
     /// answered as the entry it would get, fresh or its spill entry, without taking one.
-    Decision answerUnplaced(const Lookup& k, const Request& r) {
+    RATELIMIT_COLD Decision answerUnplaced(const Lookup& k, const Request& r) {
         // The time read before the locks only judges freshness, conservatively (a key fresh at
         // an earlier time stays fresh).
         const Tick hint = r.now;
@@ -416,7 +416,8 @@ private:
     }
 
     /// Whether a new key could get an entry of its own in `x` or `y` now.
-    bool hasRoom(Group& x, Group& y, Tick hint) RATELIMIT_REQUIRES(x.insertLock, y.insertLock) {
+    RATELIMIT_COLD bool hasRoom(Group& x, Group& y, Tick hint)
+        RATELIMIT_REQUIRES(x.insertLock, y.insertLock) {
         if (emptySlots(x) + emptySlots(y) > 0 &&
             keyspace_->live.load(std::memory_order_relaxed) < keyspace_->options.maxKeys) {
             return true;
@@ -424,7 +425,7 @@ private:
         return hasFresh(x, hint) || hasFresh(y, hint);
     }
 
-    bool hasFresh(Group& g, Tick hint) RATELIMIT_REQUIRES(g.insertLock) {
+    RATELIMIT_COLD bool hasFresh(Group& g, Tick hint) RATELIMIT_REQUIRES(g.insertLock) {
         for (std::size_t i = 0; i < kGroupSlots; ++i) {
             if (tagAt(g, i) == 0) {
                 continue;
@@ -437,7 +438,7 @@ private:
         return false;
     }
 
-    Decision insertAndStep(const Lookup& k, const Request& r) {
+    RATELIMIT_COLD Decision insertAndStep(const Lookup& k, const Request& r) {
         const Tick hint = r.now;
         sweep(hint);
         Decision d;
@@ -466,8 +467,8 @@ private:
     /// Finds or places the key in one of its groups: an existing entry first, then an empty
     /// slot of the emptier group (the "power of two choices"), then a fresh entry; false when
     /// both groups are full of keys in use.
-    bool place(Group& x, Group& y, const Lookup& k, const Request& r, Tick hint, Decision& out)
-        RATELIMIT_REQUIRES(x.insertLock, y.insertLock) {
+    RATELIMIT_COLD bool place(Group& x, Group& y, const Lookup& k, const Request& r, Tick hint,
+                              Decision& out) RATELIMIT_REQUIRES(x.insertLock, y.insertLock) {
         if (visitInCold(x, k, r, out) || visitInCold(y, k, r, out)) {
             return true;
         }
@@ -487,7 +488,7 @@ private:
     }
 
     /// Gives an empty slot of `g` to the key, within the storage's `maxKeys`.
-    bool claimEmpty(Group& g, const Lookup& k, const Request& r, Decision& out)
+    RATELIMIT_COLD bool claimEmpty(Group& g, const Lookup& k, const Request& r, Decision& out)
         RATELIMIT_REQUIRES(g.insertLock) {
         for (std::size_t w = 0; w < kTagWords; ++w) {
             const std::uint64_t empty = zeroBytes(g.tags[w].load(std::memory_order_relaxed));
@@ -510,8 +511,8 @@ private:
     /// Gives the key a slot whose key is fresh again: free space, reused in place. The check
     /// and the hand-over happen under one hold of the slot's lock, so a concurrent step of the
     /// old key cannot slip between them.
-    bool claimFresh(Group& g, const Lookup& k, const Request& r, Tick hint, Decision& out)
-        RATELIMIT_REQUIRES(g.insertLock) {
+    RATELIMIT_COLD bool claimFresh(Group& g, const Lookup& k, const Request& r, Tick hint,
+                                   Decision& out) RATELIMIT_REQUIRES(g.insertLock) {
         for (std::size_t i = 0; i < kGroupSlots; ++i) {
             if (tagAt(g, i) == 0) {
                 continue;
@@ -528,7 +529,8 @@ private:
 
     /// Hands slot `s` to the key and runs the request. Callers hold the group's insert lock,
     /// the only place tags change.
-    Decision assignAndRun(Group& g, std::size_t i, Slot& s, const Lookup& k, const Request& r)
+    RATELIMIT_COLD Decision assignAndRun(Group& g, std::size_t i, Slot& s, const Lookup& k,
+                                         const Request& r)
         RATELIMIT_REQUIRES(g.insertLock, s.lock) {
         s.key = k.key;
         s.state = typename M::State{};
@@ -538,7 +540,7 @@ private:
 
     /// Frees up to kSweepPerCall slots whose keys are fresh, so `maxKeys` counts
     /// only keys in use. Never waits for a lock: a busy slot is simply skipped.
-    void sweep(Tick now) {
+    RATELIMIT_COLD void sweep(Tick now) {
         sweeps_.fetch_add(1, std::memory_order_relaxed);
         sweptSlots_.fetch_add(kSweepPerCall, std::memory_order_relaxed);
         constexpr std::size_t kSweep = kSweepPerCall;
@@ -564,7 +566,7 @@ private:
         g->insertLock.unlock();
     }
 
-    Group& groupAt(std::uint64_t index) {
+    RATELIMIT_COLD Group& groupAt(std::uint64_t index) {
         Group* g = groups_[index].load(std::memory_order_acquire);
         if (g != nullptr) {
             return *g;
@@ -577,7 +579,7 @@ private:
         return *g;  // another thread allocated it first
     }
 
-    void notify(MemoryEvent event) const {
+    RATELIMIT_COLD void notify(MemoryEvent event) const {
         if (keyspace_->options.onEvent) {
             keyspace_->options.onEvent(event, name_);
         }

@@ -30,7 +30,7 @@ namespace detail {
 /// variable within their own deadline; when a batch ends, its leader wakes the next queued
 /// caller to lead the next one.
 ///
-/// Failure rules (DESIGN.md, "Redis storage"): a caller whose deadline passes while its
+/// Failure rules (docs/redis.md): a caller whose deadline passes while its
 /// request is queued takes it back (never sent: kTimeout); once sent, its reply is read and
 /// dropped, never given to anyone else (kOutcomeUnknown). A transport error or timeout while
 /// the leader writes or reads fails every request of the batch (kOutcomeUnknown once any byte

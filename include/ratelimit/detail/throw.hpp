@@ -1,5 +1,11 @@
 #pragma once
 
+#include <array>
+#include <charconv>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -13,6 +19,36 @@ namespace detail {
 [[noreturn]] inline void throwInvalidArgument(std::string_view message) {
     throw std::invalid_argument(std::string("ratelimit: ").append(message));
 }
+
+/// The same with a message written in pieces (`{"Limit.count is ", Decimal(c), ", not 0"}`),
+/// joined here: the call sites, many and on construction paths, stay one call each instead of
+/// a chain of string concatenations the compiler expands at every one of them.
+[[noreturn]] inline void throwInvalidArgument(std::initializer_list<std::string_view> pieces) {
+    std::string message;
+    for (const std::string_view piece : pieces) {
+        message.append(piece);
+    }
+    throwInvalidArgument(message);
+}
+
+/// An integer in decimal, for messages, without an allocation.
+class Decimal {
+public:
+    template <std::integral Integer>
+    explicit Decimal(Integer value) noexcept {
+        size_ = static_cast<std::size_t>(
+            std::to_chars(digits_.data(), digits_.data() + digits_.size(), value).ptr -
+            digits_.data());
+    }
+
+    // NOLINTNEXTLINE(google-explicit-constructor): a message piece, used in place
+    operator std::string_view() const noexcept { return {digits_.data(), size_}; }
+
+private:
+    static constexpr std::size_t kDigits = 24;  // a sign and 20 digits fit
+    std::array<char, kDigits> digits_{};
+    std::size_t size_ = 0;
+};
 
 }  // namespace detail
 }  // namespace v1

@@ -2,7 +2,6 @@
 
 #include <cstddef>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -13,6 +12,8 @@
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/inline.hpp>
 #include <ratelimit/detail/memory_table.hpp>
+#include <ratelimit/detail/slot_lock.hpp>
+#include <ratelimit/detail/thread_annotations.hpp>
 #include <ratelimit/detail/throw.hpp>
 #include <ratelimit/options.hpp>
 #include <ratelimit/storage/memory_options.hpp>
@@ -87,15 +88,15 @@ struct MemoryShared {
     };
 
     std::shared_ptr<MemoryKeyspace> keyspace;
-    std::mutex registryMutex;
-    std::vector<Registered> tables;  // guarded by registryMutex
+    SlotLock registryLock;  // rarely taken: a limiter's construction, `stats()`
+    std::vector<Registered> tables RATELIMIT_GUARDED_BY(registryLock);
 
     explicit MemoryShared(MemoryStorageOptions options)
         : keyspace(std::make_shared<MemoryKeyspace>(std::move(options), hashSeeds(options.seed))) {}
 
     /// The live table of `name` and `model`, or null. Forgets the tables no limiter holds.
-    /// Requires `registryMutex`.
-    std::shared_ptr<MemoryTableBase> find(std::string_view name, std::string_view model) {
+    std::shared_ptr<MemoryTableBase> find(std::string_view name, std::string_view model)
+        RATELIMIT_REQUIRES(registryLock) {
         std::erase_if(tables, [](const Registered& r) { return r.table.expired(); });
         for (const Registered& r : tables) {
             if (r.name == name && r.model == model) {
@@ -129,13 +130,13 @@ private:
 
 inline MemoryStorage::MemoryStorage(Options options) {
     if (options.maxKeys < 1 || options.maxKeys > kMaxKeysBound) {
-        detail::throwInvalidArgument("MemoryStorage::Options.maxKeys must be in 1..2^31 (got " +
-                                     std::to_string(options.maxKeys) + ")");
+        detail::throwInvalidArgument({"MemoryStorage::Options.maxKeys must be in 1..2^31 (got ",
+                                      detail::Decimal(options.maxKeys), ")"});
     }
     if (options.spillEntries < 1 || options.spillEntries > kSpillEntriesBound) {
         detail::throwInvalidArgument(
-            "MemoryStorage::Options.spillEntries must be in 1..65536 (got " +
-            std::to_string(options.spillEntries) + ")");
+            {"MemoryStorage::Options.spillEntries must be in 1..65536 (got ",
+             detail::Decimal(options.spillEntries), ")"});
     }
     shared_ = std::make_shared<detail::MemoryShared>(std::move(options));
 }
@@ -144,15 +145,14 @@ template <AlgorithmModel M>
 MemoryStorage::Table<M> MemoryStorage::table(const LimiterOptions& options,
                                              const Quota& quota) const {
     detail::checkRange<M>(quota, detail::kMemoryRange);
-    const std::lock_guard<std::mutex> lock(shared_->registryMutex);
+    const detail::SlotGuard lock(shared_->registryLock);
     if (const auto existing = shared_->find(options.name, M::kName)) {
         const Quota& q = existing->quota();
         if (q.count != quota.count || q.burst != quota.burst || q.period != quota.period ||
             q.nanosPerTick != quota.nanosPerTick || q.maxRunsPerKey != quota.maxRunsPerKey) {
-            detail::throwInvalidArgument("a " + std::string(M::kName) + " limiter named \"" +
-                                         options.name +
-                                         "\" already uses this storage with another limit; give "
-                                         "each limiter its own name");
+            detail::throwInvalidArgument({"a ", M::kName, " limiter named \"", options.name,
+                                          "\" already uses this storage with another limit; "
+                                          "give each limiter its own name"});
         }
         return Table<M>(std::static_pointer_cast<detail::MemoryTable<M>>(existing));
     }
@@ -163,7 +163,7 @@ MemoryStorage::Table<M> MemoryStorage::table(const LimiterOptions& options,
 
 inline MemoryStats MemoryStorage::stats() const {
     MemoryStats stats;
-    const std::lock_guard<std::mutex> lock(shared_->registryMutex);
+    const detail::SlotGuard lock(shared_->registryLock);
     for (const detail::MemoryShared::Registered& r : shared_->tables) {
         if (const auto table = r.table.lock()) {
             table->addStats(stats);

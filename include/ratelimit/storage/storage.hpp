@@ -2,7 +2,6 @@
 
 #include <concepts>
 #include <cstdint>
-#include <string>
 #include <string_view>
 
 #include <ratelimit/algorithms/model.hpp>
@@ -90,39 +89,52 @@ struct StorageRange {
 template <AlgorithmModel M>
 void checkRange(const Quota& q, const StorageRange& range) {
     const auto bound = [](int bits) { return Int128{1} << bits; };
-    const auto fail = [&](const std::string& what, Int128 value, int bits,
-                          const std::string& largest) {
-        throwInvalidArgument(
-            std::string(M::kName) + " with Limit{count=" + std::to_string(q.count) +
-            ", period=" + std::to_string(q.period) + std::string(range.tickUnit) +
-            ", burst=" + std::to_string(q.burst) + "} is not representable in " +
-            std::string(range.store) + ": " + what + " = " + std::to_string(clampToInt64(value)) +
-            " reaches 2^" + std::to_string(bits) + std::string(range.why) + "; " + largest);
+    const auto fail = [&](std::string_view what, Int128 value, int bits, std::string_view hint,
+                          Int128 largest, std::string_view unit) {
+        throwInvalidArgument({M::kName,
+                              " with Limit{count=",
+                              Decimal(q.count),
+                              ", period=",
+                              Decimal(q.period),
+                              range.tickUnit,
+                              ", burst=",
+                              Decimal(q.burst),
+                              "} is not representable in ",
+                              range.store,
+                              ": ",
+                              what,
+                              " = ",
+                              Decimal(clampToInt64(value)),
+                              " reaches 2^",
+                              Decimal(bits),
+                              range.why,
+                              "; ",
+                              hint,
+                              Decimal(clampToInt64(largest)),
+                              unit});
     };
     const ModelRange r = M::range(q);
     if (r.units >= bound(range.valueBits)) {
         fail("burst·period/gcd(count, period) units", r.units, range.valueBits,
-             "the largest accepted burst here is " +
-                 std::to_string(clampToInt64((bound(range.valueBits) - 1) / q.unitsPerToken)));
+             "the largest accepted burst here is ", (bound(range.valueBits) - 1) / q.unitsPerToken,
+             "");
     }
     const Int128 product = Int128{q.count} * q.period;
     if (range.productBits > 0 && product >= bound(range.productBits)) {
-        fail("count·period", product, range.productBits,
-             "the largest accepted count here is " +
-                 std::to_string(clampToInt64((bound(range.productBits) - 1) / q.period)));
+        fail("count·period", product, range.productBits, "the largest accepted count here is ",
+             (bound(range.productBits) - 1) / q.period, "");
     }
     constexpr int kNanosecondBits = 62;
-    if (r.span >= bound(range.spanBits) || r.span * q.nanosPerTick >= bound(kNanosecondBits)) {
-        const bool inTicks = r.span >= bound(range.spanBits);
+    const bool inTicks = r.span >= bound(range.spanBits);
+    if (inTicks || r.span * q.nanosPerTick >= bound(kNanosecondBits)) {
         const int bits = inTicks ? range.spanBits : kNanosecondBits;
-        // A window's span is a multiple of its period: the period scales down with it.
-        const Int128 largestPeriod = (bound(bits) - 1) * q.period / r.span;
+        // A window's span is a multiple of its period: the period scales down with it. A
+        // bucket's refill scales with burst·period/count.
         fail(inTicks ? "the longest span in ticks" : "the longest span in nanoseconds",
              inTicks ? r.span : r.span * q.nanosPerTick, bits,
-             M::kBucket
-                 ? std::string("lower burst·period/count")
-                 : "the largest accepted period is " + std::to_string(clampToInt64(largestPeriod)) +
-                       (inTicks ? std::string(range.tickUnit) : std::string("ns")));
+             M::kBucket ? "lower burst·period/count; the largest accepted period here is "
+                        : "the largest accepted period is ",
+             (bound(bits) - 1) * q.period / r.span, inTicks ? range.tickUnit : "ns");
     }
 }
 
