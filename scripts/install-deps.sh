@@ -1,17 +1,33 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages ratelimit's build, tests and tooling need, but only those that
-# are missing, so reruns are fast and offline. Extra package names may be passed as arguments.
+# Installs the Debian 12 packages a task needs, but only those that are missing, so reruns are
+# fast and offline.
+#
+#   scripts/install-deps.sh demo      a compiler and CMake: what the quick start needs
+#   scripts/install-deps.sh [all]     also everything the tests, sanitizer, tidy, fuzz and
+#                                     benchmark legs need
+#   scripts/install-deps.sh all PKG…  and these packages too
 set -euo pipefail
 
-packages=(
-    cmake g++ make pkg-config git ca-certificates
+demo=(cmake g++ make)
+all=(
+    "${demo[@]}" pkg-config git ca-certificates python3
     catch2 libbenchmark-dev libhiredis-dev redis-server
     # clang 14 with its sanitizer and libFuzzer runtimes (Debian ships them apart from clang),
     # and llvm for llvm-symbolizer, so sanitizer and fuzzer reports name source lines.
     clang libclang-rt-14-dev llvm clang-format clang-tidy
     libcpp-httplib-dev wrk
-    "$@"
 )
+
+set_name="${1:-all}"
+shift || true
+case "${set_name}" in
+    demo) packages=("${demo[@]}") ;;
+    all) packages=("${all[@]}" "$@") ;;
+    *)
+        echo "install-deps: unknown set '${set_name}' (demo or all)" >&2
+        exit 2
+        ;;
+esac
 
 is_installed() {
     dpkg -s "$1" 2>/dev/null | grep -q '^Status: install ok installed$'
