@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Compile time is part of a header-only library's cost: the CPU time of `g++ -std=c++20 -O2 -c`
+# of a file that includes <ratelimit/limiter.hpp> and makes one TokenBucket<> call, and of the
+# same file including <ratelimit/ratelimit.hpp>, against a file that includes only <map>,
+# <string> and <mutex> and uses them. The runs are interleaved and each figure is the least
+# CPU time (user + system) of its runs, so a busy machine slows all three alike.
+#
+#   bench/compile_time.sh [RUNS]                  prints the three times and the two ratios
+#   bench/compile_time.sh --check BOUND [RUNS]    also fails when limiter.hpp's ratio is above
+#                                                 BOUND (CI: a generous bound, so the figure
+#                                                 cannot creep back unnoticed)
+# CXX picks the compiler (default g++).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+bound=""
+if [[ "${1:-}" == "--check" ]]; then
+    bound="$2"
+    shift 2
+fi
+runs="${1:-7}"
+cxx="${CXX:-g++}"
+include="$(pwd)/include"
+work="$(mktemp -d "${TMPDIR:-/tmp}/ratelimit-compile-time.XXXXXX")"
+trap 'rm -rf "${work}"' EXIT
+
+cat >"${work}/baseline.cpp" <<'CPP'
+#include <map>
+#include <mutex>
+#include <string>
+bool check(const std::string& key) {
+    static std::mutex mutex;
+    static std::map<std::string, int> counts;
+    const std::lock_guard<std::mutex> lock(mutex);
+    return ++counts[key] <= 10;
+}
+CPP
+cat >"${work}/limiter.cpp" <<'CPP'
+#include <ratelimit/limiter.hpp>
+bool check(std::string_view key) {
+    static ratelimit::TokenBucket<> limiter{ratelimit::Limit::perMinute(10)};
+    return limiter.tryAcquire(key).allowed;
+}
+CPP
+sed 's|ratelimit/limiter.hpp|ratelimit/ratelimit.hpp|' "${work}/limiter.cpp" >"${work}/umbrella.cpp"
+
+# CPU seconds (user + system) of one compilation.
+cpu() {
+    local TIMEFORMAT='%U %S'
+    local times
+    times=$({ time "${cxx}" -std=c++20 -O2 -I"${include}" -c "${work}/$1.cpp" \
+        -o "${work}/$1.o"; } 2>&1)
+    awk '{ printf "%.2f\n", $1 + $2 }' <<<"${times}"
+}
+
+declare -A best=()
+for ((i = 0; i < runs; ++i)); do
+    for file in baseline limiter umbrella; do
+        t="$(cpu "${file}")"
+        if [[ -z "${best[${file}]:-}" ]] || awk -v t="${t}" -v b="${best[${file}]}" \
+            'BEGIN { exit !(t < b) }'; then
+            best[${file}]="${t}"
+        fi
+    done
+done
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+limiter_ratio="$(ratio "${best[limiter]}" "${best[baseline]}")"
+umbrella_ratio="$(ratio "${best[umbrella]}" "${best[baseline]}")"
+echo "compile-time: ${cxx} -O2, least CPU time of ${runs} interleaved runs"
+echo "compile-time:   <map> <string> <mutex>      ${best[baseline]} s"
+echo "compile-time:   <ratelimit/limiter.hpp>     ${best[limiter]} s  (${limiter_ratio}x)"
+echo "compile-time:   <ratelimit/ratelimit.hpp>   ${best[umbrella]} s  (${umbrella_ratio}x)"
+if [[ -n "${bound}" ]] && awk -v r="${limiter_ratio}" -v b="${bound}" 'BEGIN { exit !(r > b) }'; then
+    echo "compile-time: <ratelimit/limiter.hpp> costs ${limiter_ratio}x the baseline, above" \
+        "the bound ${bound}x" >&2
+    exit 1
+fi
