@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace ratelimit {
 inline namespace v1 {
@@ -35,16 +36,27 @@ namespace detail {
 class Decimal {
 public:
     template <std::integral Integer>
-    explicit Decimal(Integer value) noexcept {
-        size_ = static_cast<std::size_t>(
-            std::to_chars(digits_.data(), digits_.data() + digits_.size(), value).ptr -
-            digits_.data());
-    }
+    explicit Decimal(Integer value) noexcept
+        : Decimal(static_cast<std::int64_t>(value), std::cmp_less(value, 0)) {}
 
     // NOLINTNEXTLINE(google-explicit-constructor): a message piece, used in place
     operator std::string_view() const noexcept { return {digits_.data(), size_}; }
 
 private:
+    /// One conversion, of |value| as an unsigned 64-bit value, serves every type: `bits` holds
+    /// the value's two's complement bits (so an unsigned value above 2^63 passes unchanged).
+    Decimal(std::int64_t bits, bool negative) noexcept {
+        const auto magnitude = negative ? 0 - static_cast<std::uint64_t>(bits)
+                                        : static_cast<std::uint64_t>(bits);
+        char* begin = digits_.data();
+        if (negative) {
+            *begin++ = '-';
+        }
+        size_ = static_cast<std::size_t>(
+            std::to_chars(begin, digits_.data() + digits_.size(), magnitude).ptr -
+            digits_.data());
+    }
+
     static constexpr std::size_t kDigits = 24;  // a sign and 20 digits fit
     std::array<char, kDigits> digits_{};
     std::size_t size_ = 0;

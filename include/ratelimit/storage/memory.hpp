@@ -87,23 +87,32 @@ struct MemoryShared {
         std::weak_ptr<MemoryTableBase> table;
     };
 
-    std::shared_ptr<MemoryKeyspace> keyspace;
+    MemoryKeyspace keyspace;
     SlotLock registryLock;  // rarely taken: a limiter's construction, `stats()`
     std::vector<Registered> tables RATELIMIT_GUARDED_BY(registryLock);
 
     explicit MemoryShared(MemoryStorageOptions options)
-        : keyspace(std::make_shared<MemoryKeyspace>(std::move(options), hashSeeds(options.seed))) {}
+        : keyspace(std::move(options), hashSeeds(options.seed)) {}
 
     /// The live table of `name` and `model`, or null. Forgets the tables no limiter holds.
     std::shared_ptr<MemoryTableBase> find(std::string_view name, std::string_view model)
         RATELIMIT_REQUIRES(registryLock) {
-        std::erase_if(tables, [](const Registered& r) { return r.table.expired(); });
-        for (const Registered& r : tables) {
-            if (r.name == name && r.model == model) {
-                return r.table.lock();
+        std::shared_ptr<MemoryTableBase> found;
+        std::size_t kept = 0;
+        for (std::size_t i = 0; i < tables.size(); ++i) {
+            if (tables[i].table.expired()) {
+                continue;
             }
+            if (tables[i].name == name && tables[i].model == model) {
+                found = tables[i].table.lock();
+            }
+            if (kept != i) {
+                tables[kept] = std::move(tables[i]);
+            }
+            ++kept;
         }
-        return nullptr;
+        tables.resize(kept);
+        return found;
     }
 };
 
@@ -156,7 +165,10 @@ MemoryStorage::Table<M> MemoryStorage::table(const LimiterOptions& options,
         }
         return Table<M>(std::static_pointer_cast<detail::MemoryTable<M>>(existing));
     }
-    auto created = std::make_shared<detail::MemoryTable<M>>(shared_->keyspace, options.name, quota);
+    // The table shares the storage's lifetime through its keyspace (an aliasing pointer), so
+    // it outlives every handle of the storage that made it.
+    auto created = std::make_shared<detail::MemoryTable<M>>(
+        std::shared_ptr<detail::MemoryKeyspace>(shared_, &shared_->keyspace), options.name, quota);
     shared_->tables.push_back({options.name, M::kName, created});
     return Table<M>(std::move(created));
 }
