@@ -218,7 +218,7 @@ TEST_CASE("Limit: count, burst and period outside their range throw, naming the 
     }
 }
 
-TEST_CASE("Limit::parse: accepted forms", "[limit][parse]") {
+TEST_CASE("Limit::parse: accepted forms", "[limit]") {
     CHECK(Limit::parse("10/min") == Limit::perMinute(10));
     CHECK(Limit::parse("100/s burst 20") == Limit::perSecond(100).withBurst(20));
     CHECK(Limit::parse("5/90s") == Limit::per(5, 90s));
@@ -260,7 +260,7 @@ TEST_CASE("Limit::parse: accepted forms", "[limit][parse]") {
     }
 }
 
-TEST_CASE("Limit::parse: rejected forms say what is wrong", "[limit][parse]") {
+TEST_CASE("Limit::parse: rejected forms say what is wrong", "[limit]") {
     // `text` is refused with std::invalid_argument, and its message holds `part`.
     const auto rejects = [](std::string_view text, const auto& matcher) {
         INFO("Limit::parse(\"" << text << "\")");
@@ -330,7 +330,7 @@ TEST_CASE("Limit::parse: rejected forms say what is wrong", "[limit][parse]") {
     }
 }
 
-TEST_CASE("Limit::parse: text with an embedded NUL is rejected", "[limit][parse]") {
+TEST_CASE("Limit::parse: text with an embedded NUL is rejected", "[limit]") {
     using namespace std::string_view_literals;
     CHECK_THROWS_AS(Limit::parse("10/min\0"sv), std::invalid_argument);
     CHECK_THROWS_AS(Limit::parse("10\0/min"sv), std::invalid_argument);

@@ -97,7 +97,7 @@ struct PreemptedClock {
 // Exactness under contention, time frozen
 
 TEMPLATE_TEST_CASE("Limiter: with time frozen, 8 threads on one key admit exactly the limit",
-                   "[unit][limiter][concurrency]", RATELIMIT_TEST_MODELS) {
+                   "[limiter][memory][concurrency]", RATELIMIT_TEST_MODELS) {
     // count and burst differ, so a bucket enforcing count (or a window enforcing burst) fails.
     const Limit limit = Limit::perMinute(1000).withBurst(600);
     const std::int64_t capacity = capacityOf<TestType>(limit);
@@ -166,7 +166,7 @@ TEMPLATE_TEST_CASE("Limiter: with time frozen, 8 threads on one key admit exactl
 }
 
 TEMPLATE_TEST_CASE("Limiter: with time frozen, threads on many keys give every key its limit",
-                   "[unit][limiter][concurrency]", RATELIMIT_TEST_MODELS) {
+                   "[limiter][memory][concurrency]", RATELIMIT_TEST_MODELS) {
     const Limit limit = Limit::perMinute(9).withBurst(5);
     const std::int64_t capacity = capacityOf<TestType>(limit);
     ManualClock clock;
@@ -352,7 +352,7 @@ void checkWithinBound(const Limit& limit, const MovingRun& run) {
 }  // namespace
 
 TEMPLATE_TEST_CASE("Limiter: while the clock moves, 8 threads on one key stay within the limit",
-                   "[unit][limiter][concurrency]", RATELIMIT_TEST_MODELS) {
+                   "[limiter][memory][concurrency]", RATELIMIT_TEST_MODELS) {
     // 2000 steps of 100 us: 200 ms, 20 periods.
     const Limit limit = Limit::per(40, 10ms).withBurst(25);
     ManualClock clock;
@@ -382,7 +382,7 @@ TEMPLATE_TEST_CASE("Limiter: while the clock moves, 8 threads on one key stay wi
 // ---------------------------------------------------------------------------------------------
 // Defaults and the call contract
 
-TEST_CASE("Limiter: defaults to the memory storage and the steady clock", "[unit][limiter]") {
+TEST_CASE("Limiter: defaults to the memory storage and the steady clock", "[limiter][memory]") {
     using Default = ratelimit::Limiter<ratelimit::TokenBucketModel>;
     STATIC_REQUIRE(
         std::is_same_v<Default, ratelimit::Limiter<ratelimit::TokenBucketModel, MemoryStorage,
@@ -407,7 +407,7 @@ TEST_CASE("Limiter: defaults to the memory storage and the steady clock", "[unit
 }
 
 TEMPLATE_TEST_CASE("Limiter: a negative cost throws, peeks and cost 0 consume nothing",
-                   "[unit][limiter]", RATELIMIT_TEST_MODELS) {
+                   "[limiter][memory]", RATELIMIT_TEST_MODELS) {
     const Limit limit = Limit::perMinute(4).withBurst(3);
     const std::int64_t capacity = capacityOf<TestType>(limit);
     ManualClock clock;
@@ -460,7 +460,7 @@ TEMPLATE_TEST_CASE("Limiter: a negative cost throws, peeks and cost 0 consume no
 }
 
 TEST_CASE("Limiter: tryAcquire and peek at an explicit time point use that time",
-          "[unit][limiter]") {
+          "[limiter][memory]") {
     ManualClock clock;  // stays at its zero: only the explicit times move
     const ManualClock::time_point t = ManualClock::time_point{10min + 15s};
 
@@ -495,7 +495,7 @@ TEST_CASE("Limiter: tryAcquire and peek at an explicit time point use that time"
 // ---------------------------------------------------------------------------------------------
 // Clocks with coarser ticks
 
-TEST_CASE("Limiter: a clock with millisecond ticks works", "[unit][limiter]") {
+TEST_CASE("Limiter: a clock with millisecond ticks works", "[limiter][memory]") {
     STATIC_REQUIRE(ratelimit::ClockPolicy<MillisecondClock>);
     MillisecondClock clock;
     const Limit limit = Limit::per(3, 1500ms);

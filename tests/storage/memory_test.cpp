@@ -77,7 +77,7 @@ std::size_t residentBytes() {
 // The byte bound
 
 TEST_CASE("MemoryStorage: a million distinct 4 KiB keys stay within the byte bound",
-          "[unit][storage][memory]") {
+          "[memory_storage][memory]") {
     constexpr std::size_t kMaxKeys = 100'000;
     constexpr std::uint64_t kKeys = 1'000'000;
     constexpr std::size_t kSlack = std::size_t{16} << 20;  // allocator, Catch2, page granularity
@@ -129,7 +129,7 @@ TEST_CASE("MemoryStorage: a million distinct 4 KiB keys stay within the byte bou
 }
 
 TEST_CASE("MemoryStorage: bytes per key stay within a documented bound",
-          "[unit][storage][memory]") {
+          "[memory_storage][memory]") {
     // A regression in these sizes changes every storage's byte bound: notice it here.
     STATIC_REQUIRE(sizeof(ratelimit::TokenBucketModel::State) == 16);
     STATIC_REQUIRE(sizeof(ratelimit::LeakyBucketModel::State) == 16);
@@ -168,7 +168,7 @@ TEST_CASE("MemoryStorage: bytes per key stay within a documented bound",
 // At the bound: spilling
 
 TEST_CASE("MemoryStorage: maxKeys distinct keys each get an entry of their own",
-          "[unit][storage][memory]") {
+          "[memory_storage][memory]") {
     // docs/semantics.md: "at most maxKeys entries ... At the bound a new key shares one of a fixed
     // set of spill entries". Below the bound no key may spill, whatever the hash seed.
     constexpr std::size_t kMaxKeys = 1000;
@@ -195,7 +195,7 @@ TEST_CASE("MemoryStorage: maxKeys distinct keys each get an entry of their own",
 }
 
 TEST_CASE("MemoryStorage: a flood of new keys never resets or unlimits a tracked key",
-          "[unit][storage][memory]") {
+          "[memory_storage][memory]") {
     constexpr std::size_t kMaxKeys = 1000;
     constexpr std::size_t kSpillEntries = 64;
     constexpr std::size_t kTracked = 100;
@@ -273,7 +273,7 @@ TEST_CASE("MemoryStorage: a flood of new keys never resets or unlimits a tracked
 }
 
 TEST_CASE("MemoryStorage: a peek at a spilled key answers from its spill entry",
-          "[unit][storage][memory]") {
+          "[memory_storage][memory]") {
     // peek(key) is "the decision tryAcquire(key) would return now", and cost 0 "reports the
     // current state". Once the storage spills, a new key's state is its spill entry's.
     ManualClock clock;
@@ -299,7 +299,7 @@ TEST_CASE("MemoryStorage: a peek at a spilled key answers from its spill entry",
 }
 
 TEST_CASE("MemoryStorage: fresh entries elsewhere reach a new key within one sweep of the table",
-          "[unit][storage][memory]") {
+          "[memory_storage][memory]") {
     // docs/semantics.md: "a fresh entry is free space". White-box choice of keys, from the table's
     // layout (16-slot groups, ceil(maxKeys / kKeysPerGroup) of them; a key's two candidate
     // groups are the halves of the seeded short-key hash (keys of up to 16 bytes) reduced by
@@ -371,7 +371,7 @@ TEST_CASE("MemoryStorage: fresh entries elsewhere reach a new key within one swe
 // Sweeping and reuse
 
 TEST_CASE("MemoryStorage: no call sweeps more than kSweepPerCall slots",
-          "[unit][storage][memory]") {
+          "[memory_storage][memory]") {
     EventLog log;
     ManualClock clock;
     MemoryStorage storage{{.maxKeys = 256, .seed = 7, .onEvent = log.hook()}};
@@ -402,8 +402,8 @@ TEST_CASE("MemoryStorage: no call sweeps more than kSweepPerCall slots",
     CHECK(s.trackedKeys <= 256);
 }
 
-TEMPLATE_TEST_CASE("MemoryStorage: fresh entries are reused by new keys", "[unit][storage][memory]",
-                   RATELIMIT_TEST_MODELS) {
+TEMPLATE_TEST_CASE("MemoryStorage: fresh entries are reused by new keys",
+                   "[memory_storage][memory]", RATELIMIT_TEST_MODELS) {
     constexpr std::size_t kMaxKeys = 1000;
     constexpr std::size_t kBatch = kMaxKeys / 2;
     constexpr std::size_t kRounds = 20;  // 10'000 distinct keys: 10x maxKeys
@@ -441,7 +441,7 @@ TEMPLATE_TEST_CASE("MemoryStorage: fresh entries are reused by new keys", "[unit
     CHECK(drain(limiter, "r0-k0", 100) == capacityOf<TestType>(limit));
 }
 
-TEST_CASE("MemoryStorage: peeks and zero costs take no entry", "[unit][storage][memory]") {
+TEST_CASE("MemoryStorage: peeks and zero costs take no entry", "[memory_storage][memory]") {
     ManualClock clock;
     MemoryStorage storage{{.maxKeys = 16}};
     MemoryLimiter<ratelimit::SlidingCounterModel> limiter{Limit::perMinute(3), storage, clock};
@@ -459,7 +459,7 @@ TEST_CASE("MemoryStorage: peeks and zero costs take no entry", "[unit][storage][
 // ---------------------------------------------------------------------------------------------
 // Keys are data
 
-TEST_CASE("MemoryStorage: empty and binary keys are distinct keys", "[unit][storage][memory]") {
+TEST_CASE("MemoryStorage: empty and binary keys are distinct keys", "[memory_storage][memory]") {
     using namespace std::string_literals;
     std::vector<std::string> keys = {
         ""s,
@@ -518,7 +518,7 @@ TEST_CASE("MemoryStorage: empty and binary keys are distinct keys", "[unit][stor
 // Several limiters, one storage
 
 TEST_CASE("MemoryStorage: limiters share a storage by name, model and limit",
-          "[unit][storage][memory]") {
+          "[memory_storage][memory]") {
     ManualClock clock;
     MemoryStorage storage{{.maxKeys = 64}};
     const Limit limit = Limit::perMinute(2);
@@ -567,7 +567,7 @@ TEST_CASE("MemoryStorage: limiters share a storage by name, model and limit",
 }
 
 TEST_CASE("MemoryStorage: maxKeys bounds the entries of all limiters together",
-          "[unit][storage][memory]") {
+          "[memory_storage][memory]") {
     EventLog log;
     ManualClock clock;
     MemoryStorage storage{{.maxKeys = 8, .seed = 5, .onEvent = log.hook()}};
@@ -591,7 +591,8 @@ TEST_CASE("MemoryStorage: maxKeys bounds the entries of all limiters together",
 // ---------------------------------------------------------------------------------------------
 // Options and reset
 
-TEST_CASE("MemoryStorage: options out of range throw naming the field", "[unit][storage][memory]") {
+TEST_CASE("MemoryStorage: options out of range throw naming the field",
+          "[memory_storage][memory]") {
     const auto make = [](const MemoryStorage::Options& o) {
         return [o] { (void)MemoryStorage{o}; };
     };
@@ -608,7 +609,7 @@ TEST_CASE("MemoryStorage: options out of range throw naming the field", "[unit][
     CHECK_NOTHROW(make({.spillEntries = 65536})());
 }
 
-TEMPLATE_TEST_CASE("MemoryStorage: reset makes a key fresh", "[unit][storage][memory]",
+TEMPLATE_TEST_CASE("MemoryStorage: reset makes a key fresh", "[memory_storage][memory]",
                    RATELIMIT_TEST_MODELS) {
     const Limit limit = Limit::perMinute(4).withBurst(3);
     const std::int64_t capacity = capacityOf<TestType>(limit);

@@ -16,7 +16,7 @@ using namespace std::chrono_literals;
 
 namespace ratelimit_test {
 
-TEST_CASE("Redis storage: a TCP server", "[redis]") {
+TEST_CASE("RedisStorage: a TCP server", "[redis_storage][redis]") {
     const auto server = startServer({.tcp = true});
     if (!server) {
         return;
@@ -38,7 +38,7 @@ TEST_CASE("Redis storage: a TCP server", "[redis]") {
               raw.get(), {"EXISTS", redisKeyOf("rl-tcp", "tcp", "sliding_log", "client")})) == 1);
 }
 
-TEST_CASE("Redis storage: AUTH with a password", "[redis]") {
+TEST_CASE("RedisStorage: AUTH with a password", "[redis_storage][redis]") {
     const auto server = startServer({.extraArgs = {"--requirepass", "s3cret pass"}});
     if (!server) {
         return;
@@ -74,7 +74,7 @@ TEST_CASE("Redis storage: AUTH with a password", "[redis]") {
         !StoreErrorIs(StoreError::kClosed) && !StoreErrorIs(StoreError::kOutcomeUnknown));
 }
 
-TEST_CASE("Redis storage: AUTH as an ACL user", "[redis]") {
+TEST_CASE("RedisStorage: AUTH as an ACL user", "[redis_storage][redis]") {
     const auto server = startServer({.extraArgs = {"--requirepass", "admin-pw"}});
     if (!server) {
         return;
@@ -111,7 +111,7 @@ TEST_CASE("Redis storage: AUTH as an ACL user", "[redis]") {
     CHECK_THROWS_MATCHES(wrong.tryAcquire("k"), StoreException, StoreErrorIs(StoreError::kAuth));
 }
 
-TEST_CASE("Redis storage: the database option selects the database", "[redis]") {
+TEST_CASE("RedisStorage: the database option selects the database", "[redis_storage][redis]") {
     const auto server = startServer();
     if (!server) {
         return;

@@ -110,8 +110,8 @@ private:
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("Redis storage: 8 threads on one key admit exactly the limit",
-                   "[redis][concurrency]", RATELIMIT_TEST_MODELS) {
+TEMPLATE_TEST_CASE("RedisStorage: 8 threads on one key admit exactly the limit",
+                   "[redis_storage][redis][concurrency]", RATELIMIT_TEST_MODELS) {
     const auto server = startServer();
     if (!server) {
         return;
@@ -230,8 +230,8 @@ private:
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("Redis storage: 4 processes and 4 threads on one key admit exactly the limit",
-                   "[redis][concurrency]", RATELIMIT_TEST_MODELS) {
+TEMPLATE_TEST_CASE("RedisStorage: 4 processes and 4 threads on one key admit exactly the limit",
+                   "[redis_storage][redis][concurrency]", RATELIMIT_TEST_MODELS) {
     const auto server = startServer();
     if (!server) {
         return;

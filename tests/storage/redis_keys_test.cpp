@@ -28,8 +28,8 @@ using namespace std::chrono_literals;
 
 namespace ratelimit_test {
 
-TEMPLATE_TEST_CASE("Redis storage: any byte string is a key, stored as given", "[redis]",
-                   RATELIMIT_TEST_MODELS) {
+TEMPLATE_TEST_CASE("RedisStorage: any byte string is a key, stored as given",
+                   "[redis_storage][redis]", RATELIMIT_TEST_MODELS) {
     const auto server = startServer();
     if (!server) {
         return;
@@ -130,8 +130,8 @@ TEMPLATE_TEST_CASE("Redis storage: any byte string is a key, stored as given", "
     CHECK(storage.stats().failures == 0);
 }
 
-TEMPLATE_TEST_CASE("Redis storage: every key has a TTL no longer than its reset", "[redis]",
-                   RATELIMIT_TEST_MODELS) {
+TEMPLATE_TEST_CASE("RedisStorage: every key has a TTL no longer than its reset",
+                   "[redis_storage][redis]", RATELIMIT_TEST_MODELS) {
     const auto server = startServer();
     if (!server) {
         return;

@@ -48,7 +48,8 @@ std::int64_t serverTimeUs(redisContext* c) {
 // ---------------------------------------------------------------------------------------------
 // Clocks
 
-TEST_CASE("Redis storage: TokenBucket<RedisStorage> reads the server's TIME", "[redis]") {
+TEST_CASE("RedisStorage: TokenBucket<RedisStorage> reads the server's TIME",
+          "[redis_storage][redis]") {
     const auto server = startServer();
     if (!server) {
         return;
@@ -88,7 +89,7 @@ TEST_CASE("Redis storage: TokenBucket<RedisStorage> reads the server's TIME", "[
     CHECK(storage.stats().failures == 0);
 }
 
-TEST_CASE("Redis storage: SystemClock times reach the script", "[redis]") {
+TEST_CASE("RedisStorage: SystemClock times reach the script", "[redis_storage][redis]") {
     const auto server = startServer();
     if (!server) {
         return;
@@ -157,8 +158,8 @@ std::map<std::string, std::int64_t> commandCalls(redisContext* c) {
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("Redis storage: after SCRIPT FLUSH the script is sent once more, once",
-                   "[redis]", RATELIMIT_TEST_MODELS) {
+TEMPLATE_TEST_CASE("RedisStorage: after SCRIPT FLUSH the script is sent once more, once",
+                   "[redis_storage][redis]", RATELIMIT_TEST_MODELS) {
     const auto server = startServer();
     if (!server) {
         return;
@@ -204,8 +205,8 @@ TEMPLATE_TEST_CASE("Redis storage: after SCRIPT FLUSH the script is sent once mo
 // ---------------------------------------------------------------------------------------------
 // Bad configuration, and construction without I/O
 
-TEMPLATE_TEST_CASE("Redis storage: limits beyond 2^53 µs are refused at construction", "[redis]",
-                   RATELIMIT_TEST_MODELS) {
+TEMPLATE_TEST_CASE("RedisStorage: limits beyond 2^53 µs are refused at construction",
+                   "[redis_storage][redis]", RATELIMIT_TEST_MODELS) {
     const RedisStorage storage;  // never contacted: construction does no I/O
     ManualClock clock;
     const auto make = [&](const Limit& limit) {
@@ -265,7 +266,7 @@ TEMPLATE_TEST_CASE("Redis storage: limits beyond 2^53 µs are refused at constru
     }
 }
 
-TEST_CASE("Redis storage: invalid options throw naming the field", "[redis]") {
+TEST_CASE("RedisStorage: invalid options throw naming the field", "[redis_storage][redis]") {
     const auto with = [](auto change) {
         RedisStorage::Options o;
         change(o);
@@ -344,8 +345,8 @@ int closedPort() {
 
 }  // namespace
 
-TEST_CASE("Redis storage: construction does no I/O; an unreachable server degrades the first call",
-          "[redis]") {
+TEST_CASE("RedisStorage: construction does no I/O; an unreachable server degrades the first call",
+          "[redis_storage][redis]") {
     ManualClock clock;
     SECTION("a server that accepts but never answers is not contacted before the first call") {
         const SilentListener listener;

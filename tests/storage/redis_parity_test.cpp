@@ -90,8 +90,8 @@ std::vector<int> replayOnBoth(const RedisServer& server, const std::string& name
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("Redis storage: the worked scenarios replay on Redis as in memory", "[redis]",
-                   RATELIMIT_TEST_MODELS) {
+TEMPLATE_TEST_CASE("RedisStorage: the worked scenarios replay on Redis as in memory",
+                   "[redis_storage][redis]", RATELIMIT_TEST_MODELS) {
     const auto server = startServer();
     if (!server) {
         return;
@@ -320,8 +320,8 @@ Case randomCase(Rng& rng) {
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("Redis storage: random sequences decide as the memory storage does", "[redis]",
-                   RATELIMIT_TEST_MODELS) {
+TEMPLATE_TEST_CASE("RedisStorage: random sequences decide as the memory storage does",
+                   "[redis_storage][redis]", RATELIMIT_TEST_MODELS) {
     const auto server = startServer();
     if (!server) {
         return;
@@ -361,9 +361,9 @@ TEMPLATE_TEST_CASE("Redis storage: random sequences decide as the memory storage
     CHECK(diff.counts().stalls <= diff.counts().steps / 20);
 }
 
-TEMPLATE_TEST_CASE("Redis storage: spread window resets shift a key's windows as in memory",
-                   "[redis]", ratelimit::FixedWindowModel, ratelimit::SlidingLogModel,
-                   ratelimit::SlidingCounterModel) {
+TEMPLATE_TEST_CASE("RedisStorage: spread window resets shift a key's windows as in memory",
+                   "[redis_storage][redis]", ratelimit::FixedWindowModel,
+                   ratelimit::SlidingLogModel, ratelimit::SlidingCounterModel) {
     // The per-key phase of spreadWindowResets must not depend on the storage: "one behaviour,
     // two stores" holds for every option. (The phase is derived from the key alone, so that
     // every host agrees on it.)
