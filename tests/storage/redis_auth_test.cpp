@@ -16,6 +16,20 @@ using namespace std::chrono_literals;
 
 namespace ratelimit_test {
 
+namespace {
+
+/// A limiter of 2/min over `storage` decides from the server: two calls pass, the third is
+/// refused, and no call failed.
+template <class L>
+void checkServes(L& limiter, const RedisStorage& storage) {
+    CHECK(limiter.tryAcquire("k").remaining == 1);
+    CHECK(limiter.tryAcquire("k").remaining == 0);
+    CHECK_FALSE(limiter.tryAcquire("k").allowed);
+    CHECK(storage.stats().failures == 0);
+}
+
+}  // namespace
+
 TEST_CASE("RedisStorage: a TCP server", "[redis_storage][redis]") {
     const auto server = startServer({.tcp = true});
     if (!server) {
@@ -49,10 +63,7 @@ TEST_CASE("RedisStorage: AUTH with a password", "[redis_storage][redis]") {
     const RedisStorage storage(options);
     RedisLimiter<ratelimit::FixedWindowModel> limiter(Limit::perMinute(2), storage, clock,
                                                       limiterOptions("auth"));
-    CHECK(limiter.tryAcquire("k").remaining == 1);
-    CHECK(limiter.tryAcquire("k").remaining == 0);
-    CHECK_FALSE(limiter.tryAcquire("k").allowed);
-    CHECK(storage.stats().failures == 0);
+    checkServes(limiter, storage);
 
     // Without the password, or with a wrong one: an authentication error, not a decision.
     options.password = "wrong";
@@ -91,10 +102,7 @@ TEST_CASE("RedisStorage: AUTH as an ACL user", "[redis_storage][redis]") {
     const RedisStorage storage(options);
     RedisLimiter<ratelimit::TokenBucketModel> limiter(Limit::perMinute(2), storage, clock,
                                                       limiterOptions("acl"));
-    CHECK(limiter.tryAcquire("k").remaining == 1);
-    CHECK(limiter.tryAcquire("k").remaining == 0);
-    CHECK_FALSE(limiter.tryAcquire("k").allowed);
-    CHECK(storage.stats().failures == 0);
+    checkServes(limiter, storage);
     CHECK(integerReply(command(raw.get(),
                                {"EXISTS", redisKeyOf("rlacl", "acl", "token_bucket", "k")})) == 1);
 
