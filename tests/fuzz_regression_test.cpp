@@ -28,10 +28,9 @@ constexpr std::int64_t k62 = std::int64_t{1} << 62;
 }  // namespace
 
 // ratelimit_fuzz_limit_parse: toNanoseconds checks only the upper end, so a period far below
-// zero is cast to 64 bits, wraps, and may come out as a valid positive period. DESIGN.md:
+// zero is cast to 64 bits, wraps, and may come out as a valid positive period. docs/semantics.md:
 // `period` < 1 ns throws std::invalid_argument. (Skip to drop: limit_parse_fuzz.cpp, fuzzPer.)
-TEST_CASE("Fuzz regression: Limit::per with a duration below -2^63 ns throws",
-          "[unit][limit][fuzz-regression]") {
+TEST_CASE("Limit: per with a duration below -2^63 ns throws", "[limit]") {
     CHECK_THROWS_AS(Limit::per(28, std::chrono::microseconds{-2098939144314028032}),
                     std::invalid_argument);
     CHECK_THROWS_AS(Limit::per(1, std::chrono::seconds{-9223372037}), std::invalid_argument);
@@ -40,10 +39,11 @@ TEST_CASE("Fuzz regression: Limit::per with a duration below -2^63 ns throws",
 // ratelimit_fuzz_fixed_window and _sliding_counter at the bottom of the clock's range: the
 // epoch-aligned window holding INT64_MIN starts below INT64_MIN when the period does not divide
 // 2^63. The window start was clamped to INT64_MIN, so the window ran up to a whole period past
-// DESIGN.md's `[k·W, (k+1)·W)`; the state now holds the offset into the window instead. With
-// W = 2^62 − 1 the window holding -2^63 is [-3W, -2W), which ends 2 ticks later.
-TEST_CASE("Fuzz regression: windows at INT64_MIN end where epoch-aligned windows end",
-          "[unit][fixed_window][sliding_counter][fuzz-regression]") {
+// docs/semantics.md's `[k·W, (k+1)·W)`; the state now holds the offset into the window instead.
+// With W = 2^62 − 1 the window holding -2^63 is [-3W, -2W), which ends 2 ticks later.
+TEST_CASE(
+    "FixedWindow and SlidingCounter: windows at INT64_MIN end where epoch-aligned windows end",
+    "[fixed_window][sliding_counter][memory]") {
     const Limit limit = Limit::per(1, Nanos{k62 - 1});
     ManualClock clock;
     clock.set(Nanos{kMin});
@@ -69,10 +69,9 @@ TEST_CASE("Fuzz regression: windows at INT64_MIN end where epoch-aligned windows
 
 // ratelimit_fuzz_sliding_log: a step back of exactly 2^63 ticks saturates the shift at
 // 2^63 − 1, so the log lands one tick in the future of `now` and the wait grows by one tick.
-// DESIGN.md: after a step back "the waits after the step are the waits before it" and
+// docs/semantics.md: after a step back "the waits after the step are the waits before it" and
 // "now + retryAfter still passes".
-TEST_CASE("Fuzz regression: a sliding log step back of 2^63 ticks keeps the wait",
-          "[unit][sliding_log][fuzz-regression]") {
+TEST_CASE("SlidingLog: a step back of 2^63 ticks keeps the wait", "[sliding_log][memory]") {
     ManualClock clock;
     ratelimit::SlidingLog<MemoryStorage, ManualClock> log{Limit::per(1, Nanos{1}), MemoryStorage{},
                                                           clock};
@@ -91,10 +90,9 @@ TEST_CASE("Fuzz regression: a sliding log step back of 2^63 ticks keeps the wait
 // so its shifted window ends at the clock time it had before the step; there the key is fresh
 // and returns to the epoch-aligned window holding that time — the window it already used. A
 // clock oscillating by one tick thus opens a new window per oscillation: 10 per 5 ns admits 10
-// per tick. DESIGN.md: a step back is "no time passed ... nothing extra admitted"; in the key's
-// own time (3 ticks here) a fixed window admits at most two windows' worth, 2·count.
-TEST_CASE("Fuzz regression: a fixed window under a clock oscillating by a tick admits no more",
-          "[unit][fixed_window][fuzz-regression]") {
+// per tick. docs/semantics.md: a step back is "no time passed ... nothing extra admitted"; in the
+// key's own time (3 ticks here) a fixed window admits at most two windows' worth, 2·count.
+TEST_CASE("FixedWindow: a clock oscillating by a tick admits no more", "[fixed_window][memory]") {
     ManualClock clock;
     ratelimit::FixedWindow<MemoryStorage, ManualClock> window{Limit::per(10, Nanos{5}),
                                                               MemoryStorage{}, clock};

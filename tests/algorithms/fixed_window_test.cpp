@@ -1,5 +1,6 @@
 // Tests of the fixed window (include/ratelimit/algorithms/fixed_window.hpp) through the public
-// limiter, driven by ManualClock only.
+// limiter, driven by ManualClock only: its own scenarios. What every algorithm does (and the
+// worked scenarios) is in contract_test.cpp.
 
 #include <chrono>
 #include <cstdint>
@@ -12,26 +13,15 @@
 
 #include "algorithms/common.hpp"
 #include "support/catch.hpp"
+#include "support/limiters.hpp"
+
+using namespace std::chrono_literals;
+
+namespace ratelimit_test {
 
 namespace {
 
-using namespace std::chrono_literals;
-using ratelimit::Decision;
-using ratelimit::Limit;
-using ratelimit::ManualClock;
-using rltest::at;
-using rltest::Nanos;
-using Window = ratelimit::FixedWindow<ratelimit::MemoryStorage, ratelimit::ManualClock>;
-
-std::pair<int, Decision> send(Window& limiter, int n, std::string_view key = "client") {
-    int allowed = 0;
-    Decision last;
-    for (int i = 0; i < n; ++i) {
-        last = limiter.tryAcquire(key);
-        allowed += last.allowed ? 1 : 0;
-    }
-    return {allowed, last};
-}
+using Window = MemoryFixedWindow;
 
 /// How the saturating client of the no-drift runs picks its costs.
 enum class Costs {
@@ -46,7 +36,7 @@ enum class Costs {
 /// got exactly `count`.
 void noDrift(const Limit& limit, std::int64_t requests, Costs mode, std::uint64_t seed) {
     ManualClock clock;
-    auto limiter = rltest::makeLimiter<Window>(limit, clock);
+    auto limiter = makeLimiter<Window>(limit, clock);
     std::mt19937_64 rng(seed);
     std::uniform_int_distribution<std::int64_t> costs(1, limit.count);
     const std::int64_t w = limit.period.count();
@@ -55,7 +45,7 @@ void noDrift(const Limit& limit, std::int64_t requests, Costs mode, std::uint64_
     std::int64_t used = 0;
     std::int64_t windows = 0;
     std::int64_t known = 0;  // what the client was last told remains; 0: unknown
-    rltest::Int128 admitted = 0;
+    Int128 admitted = 0;
     const auto nextCost = [&] {
         if (mode == Costs::kOne) {
             return std::int64_t{1};
@@ -65,13 +55,13 @@ void noDrift(const Limit& limit, std::int64_t requests, Costs mode, std::uint64_
     };
     std::int64_t cost = nextCost();
     const auto context = [&](std::int64_t i, const Decision& d) {
-        return rltest::describe(limit) + " request " + std::to_string(i) + " at " +
-               std::to_string(t) + "ns cost " + std::to_string(cost) + " used " +
-               std::to_string(used) + " -> " + rltest::describe(d);
+        return describe(limit) + " request " + std::to_string(i) + " at " + std::to_string(t) +
+               "ns cost " + std::to_string(cost) + " used " + std::to_string(used) + " -> " +
+               describe(d);
     };
     for (std::int64_t i = 0; i < requests; ++i) {
         const Decision d = limiter.tryAcquire("client", cost, at(Nanos{t}));
-        const auto k = static_cast<std::int64_t>(rltest::floorDiv(t, w));
+        const auto k = static_cast<std::int64_t>(floorDiv(t, w));
         if (k != window) {
             // The window that just ended: never more than `count`; exactly `count` unless the
             // costs are purely random.
@@ -101,10 +91,10 @@ void noDrift(const Limit& limit, std::int64_t requests, Costs mode, std::uint64_
             cost = nextCost();
         }
     }
-    INFO(rltest::describe(limit) + " windows " + std::to_string(windows));
+    INFO(describe(limit) + " windows " + std::to_string(windows));
     if (mode != Costs::kRandom) {
         // Every window before the current one gave exactly `count`.
-        CHECK(admitted == rltest::Int128{windows} * limit.count + used);
+        CHECK(admitted == Int128{windows} * limit.count + used);
     }
 }
 
@@ -123,60 +113,6 @@ void noDriftRuns(std::int64_t requests) {
 }
 
 }  // namespace
-
-TEST_CASE("FixedWindow: a burst, a half-minute and the next window of 10/min",
-          "[fixed_window][memory]") {
-    // Scenario 1 of the design: rule 10/min, empty at 00:00.
-    ManualClock clock;
-    Window limiter{Limit::perMinute(10), {}, clock};
-    const auto [burst, afterBurst] = send(limiter, 10);
-    CHECK(burst == 10);
-    CHECK(afterBurst.remaining == 0);
-    CHECK(afterBurst.resetAfter == 60s);
-
-    clock.set(at(30s));
-    const auto [half, afterHalf] = send(limiter, 5);
-    CHECK(half == 0);
-    CHECK(!afterHalf.allowed);
-    CHECK(afterHalf.retryAfter == 30s);
-    CHECK(afterHalf.resetAfter == 30s);
-
-    clock.set(at(1min + 10s));
-    const auto [late, afterLate] = send(limiter, 5);
-    CHECK(late == 5);
-    CHECK(afterLate.remaining == 5);
-    CHECK(afterLate.resetAfter == 50s);
-}
-
-TEST_CASE("FixedWindow: five, five after 30 s and five after 40 s: the last five are refused",
-          "[fixed_window][memory]") {
-    ManualClock clock;
-    Window limiter{Limit::perMinute(10), {}, clock};
-    CHECK(send(limiter, 5).first == 5);
-    clock.set(at(30s));
-    CHECK(send(limiter, 5).first == 5);
-    clock.set(at(40s));
-    const auto [n, last] = send(limiter, 5);
-    CHECK(n == 0);
-    CHECK(last.retryAfter == 20s);
-    CHECK(last.remaining == 0);
-}
-
-TEST_CASE("FixedWindow: 100 at 00:59 and 100 at 01:00 admit all 200 at 100/min",
-          "[fixed_window][memory]") {
-    // Scenario 3 of the design: the edge burst a fixed window allows.
-    ManualClock clock;
-    Window limiter{Limit::perMinute(100), {}, clock};
-    clock.set(at(59s));
-    const auto [first, afterFirst] = send(limiter, 100);
-    CHECK(first == 100);
-    CHECK(afterFirst.resetAfter == 1s);
-    clock.set(at(60s));
-    const auto [second, afterSecond] = send(limiter, 100);
-    CHECK(second == 100);
-    CHECK(afterSecond.resetAfter == 60s);
-    CHECK(!limiter.tryAcquire("client").allowed);
-}
 
 TEST_CASE("FixedWindow: a request at exactly k·W opens a new window", "[fixed_window][memory]") {
     ManualClock clock;
@@ -214,60 +150,6 @@ TEST_CASE("FixedWindow: windows count from the clock's zero, floored below it",
     Window tiny{Limit::per(1, 3ns), {}, clock};
     CHECK(tiny.tryAcquire("e", 1, at(7ns)).resetAfter == 2ns);
     CHECK(tiny.tryAcquire("f", 1, at(-7ns)).resetAfter == 1ns);  // [-9, -6)
-}
-
-TEST_CASE("FixedWindow: a denied request does not consume the window", "[fixed_window][memory]") {
-    rltest::checkRefusalsConsumeNothing<Window>(Limit::perMinute(10));
-    rltest::checkRefusalsConsumeNothing<Window>(Limit::per(3, 10s));
-    rltest::checkRefusalsConsumeNothing<Window>(Limit::perSecond(7));
-}
-
-TEST_CASE("FixedWindow: a cost of zero is a peek", "[fixed_window][memory]") {
-    rltest::checkCostZeroIsAPeek<Window>();
-}
-
-TEST_CASE("FixedWindow: a cost above the count is never allowed and consumes nothing",
-          "[fixed_window][memory]") {
-    rltest::checkImpossibleCosts<Window>(Limit::perMinute(10));
-    rltest::checkImpossibleCosts<Window>(Limit::perMinute(10).withBurst(40));  // burst is ignored
-    rltest::checkImpossibleCosts<Window>(Limit::perHour(999'999));
-    rltest::checkImpossibleCosts<Window>(Limit::per(Limit::kMaxCount, 1h));
-}
-
-TEST_CASE("FixedWindow: a negative cost throws std::invalid_argument", "[fixed_window][memory]") {
-    rltest::checkNegativeCostThrows<Window>();
-}
-
-TEST_CASE("FixedWindow: the decision's limit is the count, whatever the burst",
-          "[fixed_window][memory]") {
-    rltest::checkLimitField<Window>();
-}
-
-TEST_CASE("FixedWindow: any byte string is a key of its own", "[fixed_window][memory]") {
-    rltest::checkKeysAreBytes<Window>();
-}
-
-TEST_CASE("FixedWindow: reset forgets one key", "[fixed_window][memory]") {
-    rltest::checkReset<Window>(Limit::perMinute(10));
-}
-
-TEST_CASE("FixedWindow: random traffic keeps every rule of a decision", "[fixed_window][memory]") {
-    std::uint64_t seed = 21;
-    for (const Limit& limit : rltest::sampleLimits()) {
-        rltest::checkRandomTraffic<Window>(limit, seed++, 1500);
-    }
-}
-
-TEST_CASE("FixedWindow: a clock stepping back admits nothing extra and keeps the wait",
-          "[fixed_window][memory]") {
-    std::uint64_t seed = 300;
-    for (const Limit limit : {Limit::perMinute(10), Limit::per(3, 10s), Limit::perHour(999'999),
-                              Limit::perSecond(7), Limit::per(10, 90s)}) {
-        for (const auto step : {Nanos{1s}, Nanos{1h}, Nanos{24h}}) {
-            rltest::checkStepBackAroundExhaustedKey<Window>(limit, step, seed++);
-            rltest::checkStepBackKeepsRemaining<Window>(limit, step);
-        }
-    }
 }
 
 TEST_CASE("FixedWindow: after a step back the windows keep their shift until the key is idle",
@@ -310,12 +192,6 @@ TEST_CASE("FixedWindow: after a step back the windows keep their shift until the
     }
 }
 
-TEST_CASE("FixedWindow: works at both ends of the clock's range", "[fixed_window][memory]") {
-    rltest::checkClockRangeEnds<Window>(Limit::perMinute(10));
-    rltest::checkClockRangeEnds<Window>(Limit::per(3, 10s));
-    rltest::checkClockRangeEnds<Window>(Limit::perHour(999'999));
-}
-
 TEST_CASE("FixedWindow: a client retrying at retryAfter gets exactly count per window, no drift",
           "[fixed_window][memory]") {
     noDriftRuns(10'000'000);  // over 10^7 requests in all
@@ -325,15 +201,8 @@ TEST_CASE("FixedWindow: a window of 2^62 ns or more is refused at construction",
           "[fixed_window][memory]") {
     ManualClock clock;
     const Limit tooLong = Limit::per(1, std::chrono::nanoseconds{std::int64_t{1} << 62});
-    try {
-        Window limiter{tooLong, {}, clock};
-        FAIL("constructed a limiter for " << rltest::describe(tooLong));
-    } catch (const std::invalid_argument& e) {
-        const std::string what = e.what();
-        INFO(what);
-        CHECK(what.find("2^62") != std::string::npos);
-        CHECK(what.find("period") != std::string::npos);
-    }
+    CHECK_THROWS_AS((Window{tooLong, {}, clock}), std::invalid_argument);
+    CHECK_THROWS_WITH((Window{tooLong, {}, clock}), Contains("2^62") && Contains("period"));
     const Limit longest =
         Limit::per(Limit::kMaxCount, std::chrono::nanoseconds{(std::int64_t{1} << 62) - 1});
     Window limiter{longest, {}, clock};
@@ -343,3 +212,5 @@ TEST_CASE("FixedWindow: a window of 2^62 ns or more is refused at construction",
     CHECK(!d.allowed);
     CHECK(d.retryAfter.count() == (std::int64_t{1} << 62) - 1 - 1);  // window [2^62 - 1, 2^63 - 2)
 }
+
+}  // namespace ratelimit_test

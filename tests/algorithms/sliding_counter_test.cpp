@@ -1,6 +1,8 @@
 // Tests of the sliding counter (include/ratelimit/algorithms/sliding_counter.hpp) through the
-// public limiter, driven by ManualClock only. Expected values come from the formulas of
-// DESIGN.md, evaluated here in exact integers.
+// public limiter, driven by ManualClock only: its own scenarios. Expected values come from the
+// formulas of docs/semantics.md, evaluated here in exact integers, and from the reference of
+// tests/support/algorithm_references.hpp. What every algorithm does (and the worked scenarios)
+// is in contract_test.cpp.
 
 #include <chrono>
 #include <cstdint>
@@ -8,33 +10,22 @@
 #include <random>
 #include <stdexcept>
 #include <string>
-#include <utility>
 
 #include <ratelimit/algorithms/sliding_counter.hpp>
 
 #include "algorithms/common.hpp"
+#include "support/algorithm_references.hpp"
 #include "support/catch.hpp"
+#include "support/limiters.hpp"
+#include "support/random_traffic.hpp"
+
+using namespace std::chrono_literals;
+
+namespace ratelimit_test {
 
 namespace {
 
-using namespace std::chrono_literals;
-using ratelimit::Decision;
-using ratelimit::Limit;
-using ratelimit::ManualClock;
-using rltest::at;
-using rltest::Int128;
-using rltest::Nanos;
-using Counter = ratelimit::SlidingCounter<ratelimit::MemoryStorage, ratelimit::ManualClock>;
-
-std::pair<int, Decision> send(Counter& limiter, int n, std::string_view key = "client") {
-    int allowed = 0;
-    Decision last;
-    for (int i = 0; i < n; ++i) {
-        last = limiter.tryAcquire(key);
-        allowed += last.allowed ? 1 : 0;
-    }
-    return {allowed, last};
-}
+using Counter = MemorySlidingCounter;
 
 /// How many requests of cost 1 the weighted estimate admits one after another at `e` into a
 /// window, with `prev` in the previous window and `curr` already in this one:
@@ -48,98 +39,7 @@ std::int64_t admitsOneByOne(std::int64_t count, std::int64_t w, std::int64_t e, 
     return k;
 }
 
-/// The sliding counter of DESIGN.md, for one key and a forward clock, in exact integers.
-class Reference {
-public:
-    Reference(std::int64_t count, std::int64_t w) : count_(count), w_(w) {}
-
-    Decision step(std::int64_t now, std::int64_t cost) {
-        const Int128 k = rltest::floorDiv(now, w_);
-        if (k == window_ + 1) {
-            prev_ = curr_;
-            curr_ = 0;
-        } else if (k != window_) {
-            prev_ = 0;
-            curr_ = 0;
-        }
-        window_ = k;
-        const Int128 e = now - k * w_;
-        const Int128 weighted = Int128{prev_} * (w_ - e);
-        Decision d;
-        d.limit = count_;
-        const Int128 remaining = (Int128{count_} * w_ - weighted) / w_ - curr_;
-        const Int128 reset = curr_ > 0 ? Int128{2} * w_ - e : (prev_ > 0 ? w_ - e : 0);
-        d.resetAfter = Nanos{static_cast<std::int64_t>(reset)};
-        if (cost > count_) {
-            d.remaining = static_cast<std::int64_t>(remaining);
-            d.retryAfter = Decision::kNever;
-            return d;
-        }
-        if (cost == 0 || weighted <= Int128{count_ - curr_ - cost} * w_) {
-            d.allowed = true;
-            d.remaining = static_cast<std::int64_t>(remaining - cost);
-            if (cost > 0) {
-                curr_ += cost;
-                d.resetAfter = Nanos{static_cast<std::int64_t>(Int128{2} * w_ - e)};
-            }
-            return d;
-        }
-        d.remaining = static_cast<std::int64_t>(remaining);
-        Int128 retry = 0;
-        if (curr_ + cost <= count_) {
-            retry = rltest::ceilDiv(weighted - Int128{count_ - curr_ - cost} * w_, prev_);
-        } else {
-            retry = (w_ - e) + rltest::ceilDiv(Int128{w_} * (curr_ + cost - count_), curr_);
-        }
-        d.retryAfter = Nanos{static_cast<std::int64_t>(retry)};
-        return d;
-    }
-
-private:
-    std::int64_t count_;
-    std::int64_t w_;
-    Int128 window_ = -(Int128{1} << 100);
-    std::int64_t prev_ = 0;
-    std::int64_t curr_ = 0;
-};
-
 }  // namespace
-
-TEST_CASE("SlidingCounter: a burst, a half-minute and the next window of 10/min",
-          "[sliding_counter][memory]") {
-    // Scenario 1 of the design: rule 10/min, empty at 00:00.
-    ManualClock clock;
-    Counter limiter{Limit::perMinute(10), {}, clock};
-    const auto [burst, afterBurst] = send(limiter, 10);
-    CHECK(burst == 10);
-    CHECK(afterBurst.resetAfter == 2min);
-    clock.set(at(30s));
-    const auto [half, afterHalf] = send(limiter, 5);
-    CHECK(half == 0);
-    // curr + 1 > count: into the next window, where 10·(60 − e) ≤ 9·60 needs e ≥ 6 s.
-    CHECK(afterHalf.retryAfter == 30s + 6s);
-    clock.set(at(1min + 10s));
-    // At 01:10 the previous ten weigh 50/60: 8.33 of 10.
-    const auto [late, afterLate] = send(limiter, 5);
-    const std::int64_t expected = admitsOneByOne(10, 60, 10, 10, 0);
-    CHECK(expected == 1);
-    CHECK(late == expected);
-    CHECK(afterLate.remaining == 0);
-}
-
-TEST_CASE("SlidingCounter: five, five after 30 s and five after 40 s: the last five are refused",
-          "[sliding_counter][memory]") {
-    ManualClock clock;
-    Counter limiter{Limit::perMinute(10), {}, clock};
-    CHECK(send(limiter, 5).first == 5);
-    clock.set(at(30s));
-    CHECK(send(limiter, 5).first == 5);
-    clock.set(at(40s));
-    const auto [n, last] = send(limiter, 5);
-    CHECK(n == 0);
-    CHECK(last.retryAfter == 20s + 6s);
-    CHECK(last.resetAfter == 2min - 40s);
-}
 
 TEST_CASE(
     "SlidingCounter: 100 at 00:59 then 100 at 01:00 + e admit what the weighted estimate allows",
@@ -222,93 +122,34 @@ TEST_CASE("SlidingCounter: windows count from the clock's zero, floored below it
 TEST_CASE("SlidingCounter: random traffic makes exactly the design's decisions",
           "[sliding_counter][memory]") {
     std::uint64_t seed = 60;
-    for (const Limit& limit : rltest::sampleLimits()) {
+    for (const Limit& limit : sampleLimits()) {
         ManualClock clock;
-        auto limiter = rltest::makeLimiter<Counter>(limit, clock);
-        std::map<std::string, Reference> references;
-        std::mt19937_64 rng(seed++);
-        std::int64_t now =
-            std::uniform_int_distribution<std::int64_t>(-1'000'000'000'000, 1'000'000'000'000)(rng);
+        auto limiter = makeLimiter<Counter>(limit, clock);
+        const Params params{limit.count, limit.period.count(), limit.burst};
+        std::map<std::string, KeyRef<SlidingCounterRef>> references;
+        Rng rng(seed++);
+        std::int64_t now = uniform(rng, -1'000'000'000'000, 1'000'000'000'000);
         int admitted = 0;
         int refused = 0;
         for (int i = 0; i < 3000; ++i) {
-            now += rltest::randomForwardStep(rng, limit).count();
+            now += randomForwardStep(rng, limit).count();
             const std::string key(
                 1, static_cast<char>('a' + std::uniform_int_distribution<int>(0, 2)(rng)));
-            const std::int64_t cost = rltest::randomCost(rng, limit.count);
-            auto it = references.try_emplace(key, limit.count, limit.period.count()).first;
-            const Decision expected = it->second.step(now, cost);
+            const std::int64_t cost = randomCost(rng, limit.count);
+            const Decision expected = toDecision(references[key].call(params, now, cost).expected);
             const Decision d = limiter.tryAcquire(key, cost, at(Nanos{now}));
-            RLTEST_REQUIRE(d == expected, rltest::describe(limit) + " call " + std::to_string(i) +
-                                              " key " + key + " at " + std::to_string(now) +
-                                              "ns cost " + std::to_string(cost) + ": got " +
-                                              rltest::describe(d) + ", expected " +
-                                              rltest::describe(expected));
+            RLTEST_REQUIRE(d == expected, describe(limit) + " call " + std::to_string(i) + " key " +
+                                              key + " at " + std::to_string(now) + "ns cost " +
+                                              std::to_string(cost) + ": got " + describe(d) +
+                                              ", expected " + describe(expected));
             admitted += d.allowed ? 1 : 0;
             refused += d.allowed ? 0 : 1;
         }
-        INFO(rltest::describe(limit));
+        INFO(describe(limit));
         CHECK(admitted > 0);
         CHECK(refused > 0);
     }
 }
-
-TEST_CASE("SlidingCounter: a denied request does not count", "[sliding_counter][memory]") {
-    rltest::checkRefusalsConsumeNothing<Counter>(Limit::perMinute(10));
-    rltest::checkRefusalsConsumeNothing<Counter>(Limit::per(3, 10s));
-    rltest::checkRefusalsConsumeNothing<Counter>(Limit::perSecond(7));
-}
-
-TEST_CASE("SlidingCounter: a cost of zero is a peek", "[sliding_counter][memory]") {
-    rltest::checkCostZeroIsAPeek<Counter>();
-}
-
-TEST_CASE("SlidingCounter: a cost above the count is never allowed and consumes nothing",
-          "[sliding_counter][memory]") {
-    rltest::checkImpossibleCosts<Counter>(Limit::perMinute(10));
-    rltest::checkImpossibleCosts<Counter>(Limit::perMinute(10).withBurst(40));
-    rltest::checkImpossibleCosts<Counter>(Limit::perHour(999'999));
-    rltest::checkImpossibleCosts<Counter>(Limit::per(Limit::kMaxCount, 1h));
-}
-
-TEST_CASE("SlidingCounter: a negative cost throws std::invalid_argument",
-          "[sliding_counter][memory]") {
-    rltest::checkNegativeCostThrows<Counter>();
-}
-
-TEST_CASE("SlidingCounter: the decision's limit is the count, whatever the burst",
-          "[sliding_counter][memory]") {
-    rltest::checkLimitField<Counter>();
-}
-
-TEST_CASE("SlidingCounter: any byte string is a key of its own", "[sliding_counter][memory]") {
-    rltest::checkKeysAreBytes<Counter>();
-}
-
-TEST_CASE("SlidingCounter: reset forgets one key", "[sliding_counter][memory]") {
-    rltest::checkReset<Counter>(Limit::perMinute(10));
-}
-
-TEST_CASE("SlidingCounter: random traffic keeps every rule of a decision",
-          "[sliding_counter][memory]") {
-    std::uint64_t seed = 41;
-    for (const Limit& limit : rltest::sampleLimits()) {
-        rltest::checkRandomTraffic<Counter>(limit, seed++, 1500);
-    }
-}
-
-TEST_CASE("SlidingCounter: a clock stepping back admits nothing extra and keeps the wait",
-          "[sliding_counter][memory]") {
-    std::uint64_t seed = 500;
-    for (const Limit limit : {Limit::perMinute(10), Limit::per(3, 10s), Limit::perHour(999'999),
-                              Limit::perSecond(7), Limit::per(10, 90s)}) {
-        for (const auto step : {Nanos{1s}, Nanos{1h}, Nanos{24h}}) {
-            rltest::checkStepBackAroundExhaustedKey<Counter>(limit, step, seed++);
-            rltest::checkStepBackKeepsRemaining<Counter>(limit, step);
-        }
-    }
-}
-
 TEST_CASE("SlidingCounter: after a step back both windows shift by the step",
           "[sliding_counter][memory]") {
     // 100/min: 100 at 10:00:59, 25 at 10:01:15; the clock steps back a day.
@@ -328,25 +169,13 @@ TEST_CASE("SlidingCounter: after a step back both windows shift by the step",
     CHECK(limiter.tryAcquire("k", 1, back + 600ms).allowed);
 }
 
-TEST_CASE("SlidingCounter: works at both ends of the clock's range", "[sliding_counter][memory]") {
-    rltest::checkClockRangeEnds<Counter>(Limit::perMinute(10));
-    rltest::checkClockRangeEnds<Counter>(Limit::per(3, 10s));
-    rltest::checkClockRangeEnds<Counter>(Limit::perHour(999'999));
-}
-
 TEST_CASE("SlidingCounter: two windows of 2^62 ns or more are refused at construction",
           "[sliding_counter][memory]") {
     // Its longest span is two windows: 2W < 2^62.
     ManualClock clock;
-    try {
-        Counter limiter{Limit::per(1, std::chrono::nanoseconds{std::int64_t{1} << 61}), {}, clock};
-        FAIL("constructed a sliding counter with a 2^61 ns window");
-    } catch (const std::invalid_argument& e) {
-        const std::string what = e.what();
-        INFO(what);
-        CHECK(what.find("2^62") != std::string::npos);
-        CHECK(what.find("period") != std::string::npos);
-    }
+    const Limit tooLong = Limit::per(1, std::chrono::nanoseconds{std::int64_t{1} << 61});
+    CHECK_THROWS_AS((Counter{tooLong, {}, clock}), std::invalid_argument);
+    CHECK_THROWS_WITH((Counter{tooLong, {}, clock}), Contains("2^62") && Contains("period"));
     const std::int64_t w = (std::int64_t{1} << 61) - 1;
     Counter limiter{Limit::per(Limit::kMaxCount, std::chrono::nanoseconds{w}), {}, clock};
     // prev·(W − e) reaches 2^48·2^61 = 2^109: still exact in 128 bits.
@@ -355,8 +184,10 @@ TEST_CASE("SlidingCounter: two windows of 2^62 ns or more are refused at constru
     CHECK(!d.allowed);
     // At e = 1 the previous 2^48 weigh 2^48·(W − 1) > (2^48 − 1)·W; the wait is
     // ceil((2^48·(W − 1) − (2^48 − 1)·W) / 2^48), about W / 2^48 = 8192 ns.
-    const Int128 expected = rltest::ceilDiv(
+    const Int128 expected = ceilDiv(
         Int128{Limit::kMaxCount} * (w - 1) - Int128{Limit::kMaxCount - 1} * w, Limit::kMaxCount);
     CHECK(d.retryAfter.count() == static_cast<std::int64_t>(expected));
     CHECK(limiter.tryAcquire("k", 1, at(std::chrono::nanoseconds{w + 1}) + d.retryAfter).allowed);
 }
+
+}  // namespace ratelimit_test

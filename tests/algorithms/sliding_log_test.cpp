@@ -1,92 +1,46 @@
 // Tests of the sliding log (include/ratelimit/algorithms/sliding_log.hpp) through the public
-// limiter, driven by ManualClock only, and held against an exact brute-force log.
+// limiter, driven by ManualClock only, and held against the brute-force log of
+// tests/support/algorithm_references.hpp: its own scenarios. What every algorithm does (and the
+// worked scenarios) is in contract_test.cpp.
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <deque>
+#include <limits>
 #include <random>
 #include <stdexcept>
 #include <string>
-#include <utility>
 
 #include <ratelimit/algorithms/sliding_log.hpp>
 
 #include "algorithms/common.hpp"
+#include "support/algorithm_references.hpp"
 #include "support/catch.hpp"
+
+using namespace std::chrono_literals;
+
+namespace ratelimit_test {
 
 namespace {
 
-using namespace std::chrono_literals;
-using ratelimit::Decision;
-using ratelimit::Limit;
-using ratelimit::LimiterOptions;
-using ratelimit::ManualClock;
-using rltest::at;
-using rltest::Nanos;
-using Log = ratelimit::SlidingLog<ratelimit::MemoryStorage, ratelimit::ManualClock>;
+using Log = MemorySlidingLog;
 
-std::pair<int, Decision> send(Log& limiter, int n, std::string_view key = "client") {
-    int allowed = 0;
-    Decision last;
-    for (int i = 0; i < n; ++i) {
-        last = limiter.tryAcquire(key);
-        allowed += last.allowed ? 1 : 0;
-    }
-    return {allowed, last};
-}
-
-/// The exact log, by brute force: every admitted request with its time; one made at t counts
-/// while now < t + W. Times only move forward.
-class ExactLog {
-public:
-    ExactLog(std::int64_t count, std::int64_t window) : count_(count), window_(window) {}
-
-    void expire(std::int64_t now) {
-        while (!entries_.empty() && now - entries_.front().first >= window_) {
-            entries_.pop_front();
-        }
-    }
-    [[nodiscard]] std::int64_t used() const {
-        std::int64_t sum = 0;
-        for (const auto& e : entries_) {
-            sum += e.second;
-        }
-        return sum;
-    }
-    [[nodiscard]] bool fits(std::int64_t cost) const { return used() + cost <= count_; }
-    void add(std::int64_t now, std::int64_t cost) { entries_.emplace_back(now, cost); }
-
-    /// The wait until the oldest entries have expired far enough for `cost` to fit.
-    [[nodiscard]] std::int64_t wait(std::int64_t now, std::int64_t cost) const {
-        std::int64_t left = used();
-        for (const auto& e : entries_) {
-            left -= e.second;
-            if (left + cost <= count_) {
-                return e.first + window_ - now;
-            }
-        }
-        return 0;
-    }
-    [[nodiscard]] std::int64_t resetAfter(std::int64_t now) const {
-        return entries_.empty() ? 0 : entries_.back().first + window_ - now;
-    }
-
-private:
-    std::int64_t count_;
-    std::int64_t window_;
-    std::deque<std::pair<std::int64_t, std::int64_t>> entries_;
-};
-
-/// Random traffic on one key. With `exact`, the times are spread so that at most 60 distinct
-/// times fall in one window (below the default 64 runs): every field must equal the brute-force
-/// log's. Otherwise (few runs, merging) the limiter must never admit what the exact log would
-/// refuse and never report more remaining than it.
+/// Random traffic on one key, held against two brute-force logs: `exactLog` of every request
+/// the limiter admitted (no merging), and `mergedLog`, the reference with the limiter's own
+/// maxRunsPerKey, which must make every decision the limiter makes. With `exact`, the times are
+/// spread so that at most 60 distinct times fall in one window (below the default 64 runs): every
+/// field must equal the exact log's. Otherwise (few runs, merging) the limiter must never admit
+/// what the exact log would refuse and never report more remaining than it.
 void holdAgainstExactLog(const Limit& limit, LimiterOptions options, bool exact, std::uint64_t seed,
                          int calls) {
     ManualClock clock;
-    auto limiter = rltest::makeLimiter<Log>(limit, clock, options);
-    ExactLog log(limit.count, limit.period.count());
+    auto limiter = makeLimiter<Log>(limit, clock, options);
+    const Params exactParams{limit.count, limit.period.count(), limit.burst,
+                             std::numeric_limits<std::int64_t>::max()};
+    const Params mergedParams{limit.count, limit.period.count(), limit.burst,
+                              options.maxRunsPerKey};
+    SlidingLogRef::State exactLog;
+    SlidingLogRef::State mergedLog;
     std::mt19937_64 rng(seed);
     const std::int64_t w = limit.period.count();
     std::int64_t now = 1'000'000'000'000;
@@ -98,30 +52,30 @@ void holdAgainstExactLog(const Limit& limit, LimiterOptions options, bool exact,
         } else {
             now += pick < 3 ? 0 : std::uniform_int_distribution<std::int64_t>(1, w / 8)(rng);
         }
-        log.expire(now);
         const std::int64_t cost = std::uniform_int_distribution<std::int64_t>(
             1, std::max<std::int64_t>(1, limit.count / 3))(rng);
+        // The exact log's answer, applied below only if the limiter admitted.
+        SlidingLogRef::State exactAfter = exactLog;
+        const Expected e = SlidingLogRef::decide(exactAfter, exactParams, now, cost);
+        const std::int64_t exactUsed =
+            limit.count - static_cast<std::int64_t>(e.remaining) - (e.allowed ? cost : 0);
+        const Decision merged =
+            toDecision(SlidingLogRef::decide(mergedLog, mergedParams, now, cost));
         const Decision d = limiter.tryAcquire("k", cost, at(Nanos{now}));
         const auto context = [&] {
-            return rltest::describe(limit) + " maxRuns " + std::to_string(options.maxRunsPerKey) +
+            return describe(limit) + " maxRuns " + std::to_string(options.maxRunsPerKey) +
                    " seed " + std::to_string(seed) + " call " + std::to_string(i) + " at " +
                    std::to_string(now) + "ns cost " + std::to_string(cost) + " exact used " +
-                   std::to_string(log.used()) + " -> " + rltest::describe(d);
+                   std::to_string(exactUsed) + " -> " + describe(d) + ", merged log " +
+                   describe(merged);
         };
+        RLTEST_REQUIRE(d == merged, context());
         if (exact) {
-            RLTEST_REQUIRE(d.allowed == log.fits(cost), context());
-            RLTEST_REQUIRE(d.remaining == limit.count - log.used() - (d.allowed ? cost : 0),
-                           context());
-            if (!d.allowed) {
-                RLTEST_REQUIRE(d.retryAfter.count() == log.wait(now, cost), context());
-                RLTEST_REQUIRE(d.resetAfter.count() == log.resetAfter(now), context());
-            } else {
-                RLTEST_REQUIRE(d.resetAfter == limit.period, context());
-            }
+            RLTEST_REQUIRE(d == toDecision(e), context());
         } else {
             // Conservative: never over-admits, never reports more than is left.
-            RLTEST_REQUIRE(!d.allowed || log.fits(cost), context());
-            RLTEST_REQUIRE(d.remaining <= limit.count - log.used() - (d.allowed ? cost : 0),
+            RLTEST_REQUIRE(!d.allowed || e.allowed, context());
+            RLTEST_REQUIRE(d.remaining <= limit.count - exactUsed - (d.allowed ? cost : 0),
                            context());
             if (!d.allowed) {
                 // Still honest about its own wait.
@@ -133,7 +87,7 @@ void holdAgainstExactLog(const Limit& limit, LimiterOptions options, bool exact,
             }
         }
         if (d.allowed) {
-            log.add(now, cost);
+            exactLog = exactAfter;
             ++admitted;
         }
     }
@@ -141,57 +95,6 @@ void holdAgainstExactLog(const Limit& limit, LimiterOptions options, bool exact,
 }
 
 }  // namespace
-
-TEST_CASE("SlidingLog: a burst, a half-minute and a minute later at 10/min",
-          "[sliding_log][memory]") {
-    // Scenario 1 of the design: rule 10/min, empty at 00:00.
-    ManualClock clock;
-    Log limiter{Limit::perMinute(10), {}, clock};
-    const auto [burst, afterBurst] = send(limiter, 10);
-    CHECK(burst == 10);
-    CHECK(afterBurst.resetAfter == 60s);
-    clock.set(at(30s));
-    const auto [half, afterHalf] = send(limiter, 5);
-    CHECK(half == 0);
-    CHECK(afterHalf.retryAfter == 30s);  // the 00:00 entries stop counting at exactly 01:00
-    CHECK(afterHalf.resetAfter == 30s);
-    clock.set(at(1min + 10s));
-    const auto [late, afterLate] = send(limiter, 5);
-    CHECK(late == 5);
-    CHECK(afterLate.remaining == 5);
-    CHECK(afterLate.resetAfter == 60s);
-}
-
-TEST_CASE("SlidingLog: five, five after 30 s and five after 40 s: the last five are refused",
-          "[sliding_log][memory]") {
-    ManualClock clock;
-    Log limiter{Limit::perMinute(10), {}, clock};
-    CHECK(send(limiter, 5).first == 5);
-    clock.set(at(30s));
-    CHECK(send(limiter, 5).first == 5);
-    clock.set(at(40s));
-    const auto [n, last] = send(limiter, 5);
-    CHECK(n == 0);
-    CHECK(last.retryAfter == 20s);  // the five of 00:00 expire at 01:00
-    CHECK(last.resetAfter == 50s);  // the five of 00:30 expire at 01:30
-    // At 01:00 exactly five fit again.
-    clock.set(at(1min));
-    CHECK(send(limiter, 10).first == 5);
-}
-
-TEST_CASE("SlidingLog: 100 at 00:59 and 100 at 01:00 admit only the first 100 at 100/min",
-          "[sliding_log][memory]") {
-    ManualClock clock;
-    Log limiter{Limit::perMinute(100), {}, clock};
-    clock.set(at(59s));
-    CHECK(send(limiter, 100).first == 100);
-    clock.set(at(60s));
-    const auto [n, last] = send(limiter, 100);
-    CHECK(n == 0);
-    CHECK(last.retryAfter == 59s);
-    CHECK(!limiter.tryAcquire("client", 1, at(119s - 1ns)).allowed);
-    CHECK(limiter.tryAcquire("client", 100, at(119s)).allowed);
-}
 
 TEST_CASE("SlidingLog: an entry made at t stops counting at exactly t + W",
           "[sliding_log][memory]") {
@@ -279,73 +182,17 @@ TEST_CASE("SlidingLog: maxRunsPerKey outside 1..2^20 is refused at construction"
     ManualClock clock;
     for (const std::int64_t bad :
          {std::int64_t{0}, std::int64_t{-1}, (std::int64_t{1} << 20) + 1}) {
+        INFO("maxRunsPerKey " << bad);
         LimiterOptions options;
         options.maxRunsPerKey = bad;
-        try {
-            Log limiter{Limit::perMinute(10), {}, clock, options};
-            FAIL("accepted maxRunsPerKey " << bad);
-        } catch (const std::invalid_argument& e) {
-            CHECK(std::string(e.what()).find("maxRunsPerKey") != std::string::npos);
-        }
+        CHECK_THROWS_AS((Log{Limit::perMinute(10), {}, clock, options}), std::invalid_argument);
+        CHECK_THROWS_WITH((Log{Limit::perMinute(10), {}, clock, options}),
+                          Contains("maxRunsPerKey"));
     }
     for (const std::int64_t good : {std::int64_t{1}, std::int64_t{1} << 20}) {
         LimiterOptions options;
         options.maxRunsPerKey = good;
         CHECK_NOTHROW(Log{Limit::perMinute(10), {}, clock, options});
-    }
-}
-
-TEST_CASE("SlidingLog: a denied request is not logged", "[sliding_log][memory]") {
-    rltest::checkRefusalsConsumeNothing<Log>(Limit::perMinute(10));
-    rltest::checkRefusalsConsumeNothing<Log>(Limit::per(3, 10s));
-    rltest::checkRefusalsConsumeNothing<Log>(Limit::perSecond(7));
-}
-
-TEST_CASE("SlidingLog: a cost of zero is a peek", "[sliding_log][memory]") {
-    rltest::checkCostZeroIsAPeek<Log>();
-}
-
-TEST_CASE("SlidingLog: a cost above the count is never allowed and consumes nothing",
-          "[sliding_log][memory]") {
-    rltest::checkImpossibleCosts<Log>(Limit::perMinute(10));
-    rltest::checkImpossibleCosts<Log>(Limit::perMinute(10).withBurst(40));
-    rltest::checkImpossibleCosts<Log>(Limit::perHour(999'999));
-    rltest::checkImpossibleCosts<Log>(Limit::per(Limit::kMaxCount, 1h));
-}
-
-TEST_CASE("SlidingLog: a negative cost throws std::invalid_argument", "[sliding_log][memory]") {
-    rltest::checkNegativeCostThrows<Log>();
-}
-
-TEST_CASE("SlidingLog: the decision's limit is the count, whatever the burst",
-          "[sliding_log][memory]") {
-    rltest::checkLimitField<Log>();
-}
-
-TEST_CASE("SlidingLog: any byte string is a key of its own", "[sliding_log][memory]") {
-    rltest::checkKeysAreBytes<Log>();
-}
-
-TEST_CASE("SlidingLog: reset forgets one key", "[sliding_log][memory]") {
-    rltest::checkReset<Log>(Limit::perMinute(10));
-}
-
-TEST_CASE("SlidingLog: random traffic keeps every rule of a decision", "[sliding_log][memory]") {
-    std::uint64_t seed = 31;
-    for (const Limit& limit : rltest::sampleLimits()) {
-        rltest::checkRandomTraffic<Log>(limit, seed++, 1500);
-    }
-}
-
-TEST_CASE("SlidingLog: a clock stepping back admits nothing extra and keeps the wait",
-          "[sliding_log][memory]") {
-    std::uint64_t seed = 400;
-    for (const Limit limit : {Limit::perMinute(10), Limit::per(3, 10s), Limit::perHour(999'999),
-                              Limit::perSecond(7), Limit::per(10, 90s)}) {
-        for (const auto step : {Nanos{1s}, Nanos{1h}, Nanos{24h}}) {
-            rltest::checkStepBackAroundExhaustedKey<Log>(limit, step, seed++);
-            rltest::checkStepBackKeepsRemaining<Log>(limit, step);
-        }
     }
 }
 
@@ -368,26 +215,16 @@ TEST_CASE("SlidingLog: after a step back the log shifts with the clock", "[slidi
     CHECK(limiter.tryAcquire("k", 5, at(9h + 1min + 30s)).allowed);
 }
 
-TEST_CASE("SlidingLog: works at both ends of the clock's range", "[sliding_log][memory]") {
-    rltest::checkClockRangeEnds<Log>(Limit::perMinute(10));
-    rltest::checkClockRangeEnds<Log>(Limit::per(3, 10s));
-    rltest::checkClockRangeEnds<Log>(Limit::perHour(999'999));
-}
-
 TEST_CASE("SlidingLog: a window of 2^62 ns or more is refused at construction",
           "[sliding_log][memory]") {
     ManualClock clock;
-    try {
-        Log limiter{Limit::per(1, std::chrono::nanoseconds{std::int64_t{1} << 62}), {}, clock};
-        FAIL("constructed a sliding log with a 2^62 ns window");
-    } catch (const std::invalid_argument& e) {
-        const std::string what = e.what();
-        INFO(what);
-        CHECK(what.find("2^62") != std::string::npos);
-        CHECK(what.find("period") != std::string::npos);
-    }
+    const Limit tooLong = Limit::per(1, std::chrono::nanoseconds{std::int64_t{1} << 62});
+    CHECK_THROWS_AS((Log{tooLong, {}, clock}), std::invalid_argument);
+    CHECK_THROWS_WITH((Log{tooLong, {}, clock}), Contains("2^62") && Contains("period"));
     CHECK_NOTHROW(
         Log{Limit::per(Limit::kMaxCount, std::chrono::nanoseconds{(std::int64_t{1} << 62) - 1}),
             {},
             clock});
 }
+
+}  // namespace ratelimit_test

@@ -4,8 +4,9 @@
 //
 // An input is a quota and a sequence of calls (time step, cost, key). The driver runs them on a
 // real `Limiter<Model, MemoryStorage, ManualClock>` and aborts on the first violation of:
-//   - the reference (algorithm_references.hpp): every field of every decision, exactly;
-//   - DESIGN.md's rules, checked through the limiter alone: `remaining` never negative and
+//   - the reference (tests/support/algorithm_references.hpp): every field of every decision,
+//     exactly;
+//   - docs/semantics.md's rules, checked through the limiter alone: `remaining` never negative and
 //     "allowed exactly when cost <= remaining before"; `retryAfter` zero when allowed, `kNever`
 //     exactly for a cost above the limit, and the smallest wait (a call at now + retryAfter
 //     passes, one tick earlier does not); at now + resetAfter the key is fresh, one tick earlier
@@ -40,16 +41,24 @@
 #include <ratelimit/options.hpp>
 #include <ratelimit/storage/memory.hpp>
 
-#include "algorithm_references.hpp"
 #include "fuzz_support.hpp"
+#include "support/algorithm_references.hpp"
 
 namespace rlfuzz {
 
+using ratelimit_test::Event;
+using ratelimit_test::Expected;
+using ratelimit_test::KeyRef;
+using ratelimit_test::kNever;
+using ratelimit_test::kUnchecked;
+using ratelimit_test::Params;
+
 inline constexpr Int128 kTimeMax = std::numeric_limits<std::int64_t>::max();
 /// Generated clock values stay within ±(2^62 − 1) ticks, so the difference of any two fits
-/// 64 bits and every epoch-aligned window start is representable: the domain where DESIGN.md's
-/// exact rules apply. The two ends of the clock's range are held by unit tests instead (and by
-/// the regression tests in tests/fuzz_regression_test.cpp for what the fuzzers found there).
+/// 64 bits and every epoch-aligned window start is representable: the domain where
+/// docs/semantics.md's exact rules apply. The two ends of the clock's range are held by unit tests
+/// instead (and by the regression tests in tests/fuzz_regression_test.cpp for what the fuzzers
+/// found there).
 inline constexpr Int128 kDomain = (Int128{1} << 62) - 1;
 inline constexpr std::size_t kMaxCalls = 256;
 /// Storage seed and size: fixed so that every run of an input is the same run, and large
@@ -201,7 +210,7 @@ private:
         try {
             return Lim{limit, ratelimit::MemoryStorage{storage}, clock, options};
         } catch (const std::invalid_argument&) {
-            // Memory holds spans and bucket units below 2^62 (DESIGN.md, "representable"):
+            // Memory holds spans and bucket units below 2^62 (docs/semantics.md, "representable"):
             // a quota whose every magnitude is far below that must be accepted.
             const Int128 bound = Int128{1} << 61;
             const Int128 units = Int128{burst_} * period_;
@@ -360,7 +369,7 @@ private:
         }
         expect(ref.steppedBack == steppedBack, c, "the reference and the limiter agree on steps");
 
-        // DESIGN.md's rules, from the limiter alone.
+        // docs/semantics.md's rules, from the limiter alone.
         expect(peeked == d, c, "peek answers what tryAcquire then does");
         expect(d.remaining >= 0, c, "remaining is never negative");
         expect(d.limit == limitValue_, c, "limit is count (windows) or burst (buckets)");

@@ -9,6 +9,6 @@
 #include "algorithm_fuzz.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-    return rlfuzz::AlgorithmFuzzer<ratelimit::FixedWindowModel, rlfuzz::FixedWindowRef>::run(data,
-                                                                                             size);
+    return rlfuzz::AlgorithmFuzzer<ratelimit::FixedWindowModel,
+                                   ratelimit_test::FixedWindowRef>::run(data, size);
 }

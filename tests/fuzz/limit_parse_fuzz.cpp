@@ -6,7 +6,7 @@
 // parse back to itself from its canonical spelling, and give a limiter that either accepts
 // a first request or refuses the quota at construction. Otherwise the rest is numbers for
 // `Limit::per` (in several duration units), `perSecond`…`perDay`, `withBurst` and `validate`,
-// which must throw exactly when DESIGN.md's ranges say so.
+// which must throw exactly when docs/semantics.md's ranges say so.
 
 #include <chrono>
 #include <cstddef>
@@ -100,7 +100,7 @@ void fuzzText(std::string_view text) {
             rlfuzz::fail(quoted + ": a fresh sliding counter refused one request");
         }
     } catch (const std::invalid_argument&) {
-        // Not representable in memory: refused at construction, as DESIGN.md says.
+        // Not representable in memory: refused at construction, as docs/semantics.md says.
     }
 }
 

@@ -9,6 +9,6 @@
 #include "algorithm_fuzz.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-    return rlfuzz::AlgorithmFuzzer<ratelimit::SlidingLogModel, rlfuzz::SlidingLogRef>::run(data,
-                                                                                           size);
+    return rlfuzz::AlgorithmFuzzer<ratelimit::SlidingLogModel, ratelimit_test::SlidingLogRef>::run(
+        data, size);
 }

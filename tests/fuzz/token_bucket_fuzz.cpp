@@ -9,5 +9,6 @@
 #include "algorithm_fuzz.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-    return rlfuzz::AlgorithmFuzzer<ratelimit::TokenBucketModel, rlfuzz::BucketRef>::run(data, size);
+    return rlfuzz::AlgorithmFuzzer<ratelimit::TokenBucketModel, ratelimit_test::BucketRef>::run(
+        data, size);
 }

@@ -112,6 +112,35 @@ inline RedisReplyPtr reply(redisContext* c) {
     return RedisReplyPtr{static_cast<redisReply*>(r)};
 }
 
+/// Starts the program `args[0]` with `args` and `actions` (posix_spawn, never fork: safe in a
+/// threaded test) and sets `pid`; returns posix_spawn's error number (0: started). The child
+/// starts with no blocked signals and default handlers for the ones a test runner may have
+/// changed, whatever the calling thread's state.
+inline int spawnProcess(std::vector<std::string> args, const posix_spawn_file_actions_t& actions,
+                        pid_t& pid) {
+    std::vector<char*> argv;
+    argv.reserve(args.size() + 1);
+    for (std::string& a : args) {
+        argv.push_back(a.data());
+    }
+    argv.push_back(nullptr);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t none;
+    sigemptyset(&none);
+    sigset_t defaults;
+    sigemptyset(&defaults);
+    for (const int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD}) {
+        sigaddset(&defaults, sig);
+    }
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &defaults);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    const int rc = ::posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), environ);
+    posix_spawnattr_destroy(&attr);
+    return rc;
+}
+
 class RedisServer {
 public:
     struct Options {
@@ -371,14 +400,7 @@ private:
         if (!socket_.empty()) {
             ::unlink(socket_.c_str());
         }
-        std::vector<std::string> args = arguments();
-        std::vector<char*> argv;
-        argv.reserve(args.size() + 1);
-        for (std::string& a : args) {
-            argv.push_back(a.data());
-        }
-        argv.push_back(nullptr);
-
+        pid_t pid = 0;
         const std::string logPath = dir_ + "/redis.log";
         posix_spawn_file_actions_t actions;
         posix_spawn_file_actions_init(&actions);
@@ -386,25 +408,7 @@ private:
         posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, logPath.c_str(),
                                          O_WRONLY | O_CREAT | O_APPEND, 0600);
         posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-
-        // The child starts with no blocked signals and default handlers for the ones a test
-        // runner may have changed, whatever this thread's state.
-        posix_spawnattr_t attr;
-        posix_spawnattr_init(&attr);
-        sigset_t none;
-        sigemptyset(&none);
-        sigset_t defaults;
-        sigemptyset(&defaults);
-        for (const int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD}) {
-            sigaddset(&defaults, sig);
-        }
-        posix_spawnattr_setsigmask(&attr, &none);
-        posix_spawnattr_setsigdefault(&attr, &defaults);
-        posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-
-        pid_t pid = 0;
-        const int rc = ::posix_spawn(&pid, binary_.c_str(), &actions, &attr, argv.data(), environ);
-        posix_spawnattr_destroy(&attr);
+        const int rc = spawnProcess(arguments(), actions, pid);
         posix_spawn_file_actions_destroy(&actions);
         if (rc != 0) {
             throw std::system_error(rc, std::generic_category(), "posix_spawn " + binary_);

@@ -1,6 +1,6 @@
 // ratelimit_redis_worker: one process of the multi-process exactness test in
-// tests/storage/redis_storage_test.cpp. It builds one Redis limiter with a ManualClock frozen at
-// the given instant, connects (a cost-0 peek of another key), waits for the start signal (one
+// tests/storage/redis_concurrency_test.cpp. It builds one Redis limiter with a ManualClock frozen
+// at the given instant, connects (a cost-0 peek of another key), waits for the start signal (one
 // byte, or end of file, on stdin), then tries `attempts` requests of cost 1 on `key` and prints
 // how many were admitted.
 //

@@ -1,9 +1,11 @@
 #pragma once
 
-// Brute-force references for the five algorithms, written from DESIGN.md ("Semantics every
-// algorithm keeps") and never from the library's code: every quantity is an exact integer or an
-// exact rational in 128 bits, and state is kept the slow, obvious way (the list of admitted
-// requests, tokens scaled by the period).
+// Brute-force references for the five algorithms, written from docs/semantics.md ("Semantics
+// every algorithm keeps") and never from the library's code: every quantity is an exact integer
+// or an exact rational in 128 bits, and state is kept the slow, obvious way (the list of
+// admitted requests, tokens scaled by the period). One reference per algorithm, shared by the
+// fuzz targets (tests/fuzz/algorithm_fuzz.hpp) and the unit tests that compare the limiter with
+// it decision by decision. Standard library only: the fuzz targets have no Catch2.
 //
 // Each reference works in the key's own time ("key time"), which `KeyRef` maps from clock time:
 // while the clock moves forward, key time moves with it; a call earlier than the key's last
@@ -11,12 +13,20 @@
 // origin back to it (the rebase). A window key that is fresh again returns to epoch-aligned
 // windows, so its key time is clock time again.
 
+#include <cstddef>
 #include <cstdint>
+#include <stdexcept>
 #include <vector>
 
-#include "fuzz_support.hpp"
+namespace ratelimit_test {
 
-namespace rlfuzz {
+__extension__ using Int128 = __int128;
+
+/// A reference found its own state inconsistent (a bug of the reference, not of the library).
+class ReferenceError : public std::logic_error {
+public:
+    using std::logic_error::logic_error;
+};
 
 /// Floor division for any sign of `n` (d > 0).
 inline Int128 floorDiv(Int128 n, Int128 d) {
@@ -39,7 +49,7 @@ struct Params {
 
 inline constexpr Int128 kNever = -1;
 
-/// What DESIGN.md says one call answers.
+/// What docs/semantics.md says one call answers.
 struct Expected {
     bool allowed = false;
     Int128 limit = 0;
@@ -138,7 +148,7 @@ struct FixedWindowRef {
     static Int128 admittedBound(const Params& p, bool /*steppedBack*/) { return 2 * p.count; }
 };
 
-/// Sliding counter: DESIGN.md's weighted formula over the two windows' sums.
+/// Sliding counter: docs/semantics.md's weighted formula over the two windows' sums.
 struct SlidingCounterRef {
     static constexpr bool kBucket = false;
     using State = WindowState;
@@ -248,7 +258,8 @@ struct SlidingLogRef {
             }
         }
         if (wait == kNever) {
-            fail("reference: sliding log found no wait for a cost within the count");
+            throw ReferenceError(
+                "reference: sliding log found no wait for a cost within the count");
         }
         return {false, p.count, atLeastZero(p.count - used), wait, reset};
     }
@@ -338,8 +349,8 @@ struct KeyRef {
         bool writes = false;
     };
 
-    /// Decides a call at clock time `t` and applies it as DESIGN.md says: an admission with a
-    /// cost writes; a refusal writes only the rebase after a step back; a cost of zero or above
+    /// Decides a call at clock time `t` and applies it as docs/semantics.md says: an admission with
+    /// a cost writes; a refusal writes only the rebase after a step back; a cost of zero or above
     /// the limit writes nothing.
     Call call(const Params& p, Int128 t, Int128 cost) {
         Call c;
@@ -348,7 +359,7 @@ struct KeyRef {
         Int128 v = c.steppedBack ? lastReal - offset : t - offset;
         if (Ref::fresh(view.state, p, v, v + view.offset)) {
             if (c.steppedBack) {
-                fail("reference: a key that stepped back is fresh");
+                throw ReferenceError("reference: a key that stepped back is fresh");
             }
             Ref::realign(view.state, p, t);
             view.offset = 0;
@@ -368,4 +379,4 @@ struct KeyRef {
     }
 };
 
-}  // namespace rlfuzz
+}  // namespace ratelimit_test

@@ -1,0 +1,286 @@
+// Tests of include/ratelimit/storage/redis.hpp: exactness under contention ("atomic or nothing"
+// in docs/semantics.md). With time frozen, threads of one process and threads of several
+// processes (tests/support/redis_worker.cpp) on one key admit exactly the limit. Each test starts
+// its own redis-server; everything here is tagged [concurrency] for the ThreadSanitizer leg.
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <fcntl.h>
+#include <fstream>
+#include <latch>
+#include <memory>
+#include <mutex>
+#include <spawn.h>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+#include <system_error>
+#include <thread>
+#include <unistd.h>
+#include <utility>
+#include <vector>
+
+#include <ratelimit/redis.hpp>
+
+#include "support/catch.hpp"
+#include "support/limiters.hpp"
+#include "support/redis_server.hpp"
+#include "support/redis_storage_support.hpp"
+#include "support/redis_test_server.hpp"
+
+using namespace std::chrono_literals;
+
+namespace ratelimit_test {
+
+namespace {
+
+/// A limit whose capacity differs between windows (count) and buckets (burst), so that each
+/// model must enforce its own.
+const Limit kContended = Limit::perMinute(40).withBurst(27);
+constexpr std::int64_t kFrozenUs = 1'726'000'000'123'456;  // one instant for every participant
+
+/// Runs `threads` threads of `attempts` cost-1 requests on `key` once `start` opens; returns
+/// the admissions (or throws what a thread caught). No Catch assertion runs off the main thread.
+template <class Model>
+class Contenders {
+public:
+    Contenders(RedisLimiter<Model>& limiter, std::string key, int threads, int attempts,
+               std::latch& start)
+        : limiter_(limiter), key_(std::move(key)) {
+        for (int i = 0; i < threads; ++i) {
+            threads_.emplace_back([this, attempts, &start] {
+                try {
+                    start.wait();
+                    for (int a = 0; a < attempts; ++a) {
+                        const Decision d = limiter_.tryAcquire(key_, 1);
+                        if (d.degraded || d.limit != capacityOf<Model>(kContended)) {
+                            wrong_.fetch_add(1);
+                        }
+                        if (d.allowed) {
+                            admitted_.fetch_add(1);
+                        }
+                    }
+                } catch (...) {
+                    const std::lock_guard<std::mutex> lock(mutex_);
+                    error_ = std::current_exception();
+                }
+            });
+        }
+    }
+    Contenders(const Contenders&) = delete;
+    Contenders& operator=(const Contenders&) = delete;
+    Contenders(Contenders&&) = delete;
+    Contenders& operator=(Contenders&&) = delete;
+    ~Contenders() { join(); }
+
+    void join() {
+        for (std::thread& t : threads_) {
+            if (t.joinable()) {
+                t.join();
+            }
+        }
+    }
+
+    /// Joins and returns the admissions; rethrows a thread's exception.
+    std::int64_t admitted() {
+        join();
+        if (error_) {
+            std::rethrow_exception(error_);
+        }
+        return admitted_.load();
+    }
+    [[nodiscard]] std::int64_t wrong() const { return wrong_.load(); }
+
+private:
+    RedisLimiter<Model>& limiter_;
+    std::string key_;
+    std::vector<std::thread> threads_;
+    std::atomic<std::int64_t> admitted_{0};
+    std::atomic<std::int64_t> wrong_{0};
+    std::mutex mutex_;
+    std::exception_ptr error_;
+};
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("RedisStorage: 8 threads on one key admit exactly the limit",
+                   "[redis_storage][redis][concurrency]", RATELIMIT_TEST_MODELS) {
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    const RedisStorage storage(storageOptions(*server, "rl-threads"));
+    ManualClock clock;  // never advanced: time is frozen for every thread
+    clock.set(std::chrono::microseconds{kFrozenUs});
+    RedisLimiter<TestType> limiter(kContended, storage, clock, limiterOptions("threads"));
+    const std::int64_t lim = capacityOf<TestType>(kContended);
+
+    std::latch start(1);
+    Contenders<TestType> contenders(limiter, "one key", 8, 15, start);  // 120 attempts
+    start.count_down();
+    CHECK(contenders.admitted() == lim);
+    CHECK(contenders.wrong() == 0);
+    // Nothing is left: the next request is refused and says when it may pass.
+    const Decision after = limiter.tryAcquire("one key");
+    CHECK_FALSE(after.allowed);
+    CHECK(after.remaining == 0);
+    CHECK(after.retryAfter > 0ns);
+    CHECK_FALSE(after.never());
+    CHECK(storage.stats().failures == 0);
+}
+
+namespace {
+
+#ifdef RATELIMIT_REDIS_WORKER
+constexpr const char* kWorker = RATELIMIT_REDIS_WORKER;
+#else
+constexpr const char* kWorker = "";
+#endif
+
+/// A spawned ratelimit_redis_worker: stdin is a pipe (the start signal), stdout and stderr
+/// files in the server's directory. posix_spawn, never fork, so the threaded test is safe.
+class WorkerProcess {
+public:
+    WorkerProcess(const std::vector<std::string>& arguments, const std::string& outputPath)
+        : out_(outputPath + ".out"), err_(outputPath + ".err") {
+        std::array<int, 2> fds{-1, -1};
+        if (::pipe2(fds.data(), O_CLOEXEC) != 0) {
+            throw std::system_error(errno, std::generic_category(), "pipe2");
+        }
+        start_ = fds[1];
+        posix_spawn_file_actions_t actions;
+        posix_spawn_file_actions_init(&actions);
+        posix_spawn_file_actions_adddup2(&actions, fds[0], STDIN_FILENO);  // clears CLOEXEC
+        posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_.c_str(),
+                                         O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_.c_str(),
+                                         O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        const int rc = spawnProcess(arguments, actions, pid_);
+        posix_spawn_file_actions_destroy(&actions);
+        ::close(fds[0]);
+        if (rc != 0) {
+            ::close(start_);
+            throw std::system_error(rc, std::generic_category(), "posix_spawn " + arguments[0]);
+        }
+    }
+    WorkerProcess(const WorkerProcess&) = delete;
+    WorkerProcess& operator=(const WorkerProcess&) = delete;
+    WorkerProcess(WorkerProcess&&) = delete;
+    WorkerProcess& operator=(WorkerProcess&&) = delete;
+    ~WorkerProcess() {
+        go();
+        if (pid_ > 0) {
+            ::kill(pid_, SIGKILL);
+            int status = 0;
+            ::waitpid(pid_, &status, 0);
+        }
+    }
+
+    /// Sends the start signal (a byte, then end of file).
+    void go() {
+        if (start_ >= 0) {
+            const char g = 'g';
+            (void)::write(start_, &g, 1);
+            ::close(start_);
+            start_ = -1;
+        }
+    }
+
+    /// Waits (at most 30 s, then kills) and returns the exit status, stdout and stderr.
+    struct Result {
+        int status;
+        std::string out;
+        std::string err;
+    };
+    Result wait() {
+        int status = 0;
+        const auto deadline = std::chrono::steady_clock::now() + 30s;
+        while (::waitpid(pid_, &status, WNOHANG) == 0) {
+            if (std::chrono::steady_clock::now() > deadline) {
+                ::kill(pid_, SIGKILL);
+                ::waitpid(pid_, &status, 0);
+                break;
+            }
+            std::this_thread::sleep_for(1ms);
+        }
+        pid_ = -1;
+        return {status, read(out_), read(err_)};
+    }
+
+private:
+    static std::string read(const std::string& path) {
+        std::ifstream in(path, std::ios::binary);
+        std::ostringstream s;
+        s << in.rdbuf();
+        return s.str();
+    }
+
+    pid_t pid_ = -1;
+    int start_ = -1;
+    std::string out_;
+    std::string err_;
+};
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("RedisStorage: 4 processes and 4 threads on one key admit exactly the limit",
+                   "[redis_storage][redis][concurrency]", RATELIMIT_TEST_MODELS) {
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    REQUIRE(std::strlen(kWorker) > 0);  // tests/CMakeLists.txt defines RATELIMIT_REDIS_WORKER
+    REQUIRE(::access(kWorker, X_OK) == 0);
+    const std::string prefix = "rl-procs";
+    const std::string name = "processes";
+    const std::string key = "shared key {with} braces";
+    const RedisStorage storage(storageOptions(*server, prefix));
+    ManualClock clock;  // the workers freeze theirs at the same instant
+    clock.set(std::chrono::microseconds{kFrozenUs});
+    RedisLimiter<TestType> limiter(kContended, storage, clock, limiterOptions(name));
+    const std::int64_t lim = capacityOf<TestType>(kContended);
+    const std::int64_t periodUs =
+        std::chrono::duration_cast<std::chrono::microseconds>(kContended.period).count();
+
+    std::vector<std::unique_ptr<WorkerProcess>> workers;
+    workers.reserve(4);
+    for (int i = 0; i < 4; ++i) {
+        workers.push_back(std::make_unique<WorkerProcess>(
+            std::vector<std::string>{kWorker, server->unixSocket(), prefix, name,
+                                     std::string(TestType::kName), std::to_string(kContended.count),
+                                     std::to_string(periodUs), std::to_string(kContended.burst),
+                                     std::to_string(kFrozenUs), "15", key},
+            server->directory() + "/worker" + std::to_string(i)));
+    }
+    std::latch start(1);
+    Contenders<TestType> threads(limiter, key, 4, 15, start);  // 4 × 15 + 4 × 15 = 120 attempts
+    for (auto& w : workers) {
+        w->go();
+    }
+    start.count_down();
+
+    std::int64_t total = threads.admitted();
+    CHECK(threads.wrong() == 0);
+    for (std::size_t i = 0; i < workers.size(); ++i) {
+        const WorkerProcess::Result r = workers[i]->wait();
+        INFO("worker " << i << " stderr: " << r.err);
+        REQUIRE(WIFEXITED(r.status));
+        REQUIRE(WEXITSTATUS(r.status) == 0);
+        const std::int64_t n = std::stoll(r.out);
+        CHECK(n >= 0);
+        CHECK(n <= lim);
+        total += n;
+    }
+    CHECK(total == lim);
+    CHECK_FALSE(limiter.peek(key, 1).allowed);
+    CHECK(limiter.peek(key, 0).remaining == 0);
+}
+
+}  // namespace ratelimit_test

@@ -1,0 +1,193 @@
+#pragma once
+
+// What the tests of include/ratelimit/storage/redis.hpp share (tests/storage/redis_*_test.cpp
+// and tests/algorithms/redis_contract_test.cpp): options pointing a storage at a test's own
+// redis-server, Redis keys spelled out independently of the library, raw replies read with
+// Catch2 checks, the memory/Redis parity rule, and a matcher for store errors.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <hiredis/hiredis.h>
+
+#include <ratelimit/decision.hpp>
+#include <ratelimit/limit.hpp>
+#include <ratelimit/options.hpp>
+#include <ratelimit/redis.hpp>
+#include <ratelimit/store_error.hpp>
+
+#include "support/catch.hpp"
+#include "support/limiters.hpp"
+#include "support/redis_server.hpp"
+
+namespace ratelimit_test {
+
+using ratelimit::FailurePolicy;
+using ratelimit::RedisStorage;
+using ratelimit::StoreError;
+using ratelimit::StoreException;
+
+/// The limiter of `Model` over Redis, driven by a ManualClock (times floored to whole µs).
+template <class Model>
+using RedisLimiter = ratelimit::Limiter<Model, RedisStorage, ratelimit::ManualClock>;
+
+/// The seed of a randomized Redis test: RATELIMIT_TEST_SEED, else a fixed one.
+inline std::uint64_t testSeed() {
+    // Read while the test case is single-threaded; nothing in the tests calls setenv.
+    // NOLINTNEXTLINE(concurrency-mt-unsafe)
+    if (const char* s = std::getenv("RATELIMIT_TEST_SEED"); s != nullptr) {
+        return std::strtoull(s, nullptr, 10);
+    }
+    return 20240917;
+}
+
+inline RedisContextPtr connectTo(const RedisServer& server) {
+    RedisContextPtr c{server.connect()};
+    REQUIRE(c != nullptr);
+    REQUIRE(c->err == 0);
+    return c;
+}
+
+/// Storage options for `server`: its socket (or TCP port), a deadline generous enough for a
+/// loaded Debug run, and the test's own key prefix.
+inline ratelimit::RedisStorage::Options storageOptions(const RedisServer& server,
+                                                       const std::string& keyPrefix) {
+    ratelimit::RedisStorage::Options o;
+    if (server.unixSocket().empty()) {
+        o.host = "127.0.0.1";
+        o.port = server.port();
+    } else {
+        o.unixSocket = server.unixSocket();
+    }
+    o.timeout = std::chrono::milliseconds{5000};
+    o.keyPrefix = keyPrefix;
+    return o;
+}
+
+/// Limiter options: the test's own name, and failures thrown rather than answered by a
+/// policy, so that a store failure can never pass for a decision.
+inline ratelimit::LimiterOptions limiterOptions(const std::string& name) {
+    ratelimit::LimiterOptions o;
+    o.name = name;
+    o.failurePolicy = ratelimit::FailurePolicy::kThrow;
+    return o;
+}
+
+/// The Redis key of `key`, spelled out independently of RedisStorage::Table::redisKey:
+/// `<prefix>:<name>:<model>:v1{<len>:<key>}`.
+inline std::string redisKeyOf(const std::string& prefix, const std::string& name,
+                              std::string_view model, std::string_view key) {
+    std::string k =
+        prefix + ":" + name + ":" + std::string(model) + ":v1{" + std::to_string(key.size()) + ":";
+    k.append(key);
+    k.push_back('}');
+    return k;
+}
+
+inline std::int64_t integerReply(const RedisReplyPtr& r) {
+    REQUIRE(r != nullptr);
+    if (r->type == REDIS_REPLY_ERROR) {
+        FAIL("Redis error: " << std::string(r->str, r->len));
+    }
+    REQUIRE(r->type == REDIS_REPLY_INTEGER);
+    return r->integer;
+}
+
+inline std::string stringReply(const RedisReplyPtr& r) {
+    REQUIRE(r != nullptr);
+    if (r->type == REDIS_REPLY_ERROR) {
+        FAIL("Redis error: " << std::string(r->str, r->len));
+    }
+    REQUIRE((r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS));
+    return {r->str, r->len};
+}
+
+/// Requires a reply that is not an error.
+inline void ok(const RedisReplyPtr& r) {
+    REQUIRE(r != nullptr);
+    if (r->type == REDIS_REPLY_ERROR) {
+        FAIL("Redis error: " << std::string(r->str, r->len));
+    }
+}
+
+/// Every key of the current database (SCAN, not KEYS).
+inline std::vector<std::string> scanAll(redisContext* c) {
+    std::vector<std::string> out;
+    std::string cursor = "0";
+    do {
+        const RedisReplyPtr r = command(c, {"SCAN", cursor, "COUNT", "1000"});
+        REQUIRE(r != nullptr);
+        REQUIRE(r->type == REDIS_REPLY_ARRAY);
+        REQUIRE(r->elements == 2);
+        cursor.assign(r->element[0]->str, r->element[0]->len);
+        const redisReply* keys = r->element[1];
+        for (std::size_t i = 0; i < keys->elements; ++i) {
+            out.emplace_back(keys->element[i]->str, keys->element[i]->len);
+        }
+    } while (cursor != "0");
+    return out;
+}
+
+/// `d` in whole milliseconds, rounded up (as the script's `ceildiv(reset, 1000)` on µs).
+inline std::int64_t ceilMs(std::chrono::nanoseconds d) {
+    return std::chrono::ceil<std::chrono::milliseconds>(d).count();
+}
+
+/// Empty when `redis` equals `memory` as docs/semantics.md promises ("one behaviour, two
+/// stores"): equal `allowed`, `remaining` and `limit`, durations within 1 µs (kNever on both
+/// sides together), not degraded. Otherwise what differs, and both decisions.
+inline std::string parity(const ratelimit::Decision& memory, const ratelimit::Decision& redis) {
+    using std::chrono::microseconds;
+    std::ostringstream out;
+    if (memory.allowed != redis.allowed) {
+        out << "allowed differs; ";
+    }
+    if (memory.remaining != redis.remaining) {
+        out << "remaining differs; ";
+    }
+    if (memory.limit != redis.limit) {
+        out << "limit differs; ";
+    }
+    if (memory.never() != redis.never()) {
+        out << "kNever on one side only; ";
+    } else if (!memory.never() &&
+               std::chrono::abs(memory.retryAfter - redis.retryAfter) > microseconds{1}) {
+        out << "retryAfter differs by more than 1us; ";
+    }
+    if (std::chrono::abs(memory.resetAfter - redis.resetAfter) > microseconds{1}) {
+        out << "resetAfter differs by more than 1us; ";
+    }
+    if (redis.degraded || memory.degraded) {
+        out << "degraded; ";
+    }
+    if (out.tellp() == 0) {
+        return {};
+    }
+    out << "memory " << describe(memory) << ", redis " << describe(redis);
+    return out.str();
+}
+
+/// Matches a StoreException of the error `code`:
+/// `CHECK_THROWS_MATCHES(limiter.tryAcquire("k"), StoreException, StoreErrorIs(kAuth))`.
+class StoreErrorIs : public MatcherBase<ratelimit::StoreException> {
+public:
+    explicit StoreErrorIs(ratelimit::StoreError code) : code_(code) {}
+
+    [[nodiscard]] bool match(const ratelimit::StoreException& e) const override {
+        return e.code() == code_;
+    }
+    [[nodiscard]] std::string describe() const override {
+        return std::string("is a store error of kind ") + std::string(ratelimit::toString(code_));
+    }
+
+private:
+    ratelimit::StoreError code_;
+};
+
+}  // namespace ratelimit_test
