@@ -100,7 +100,7 @@ private:
     /// Makes the key permanent after a call that started at `started`; false when a write was
     /// lost to a stall (the key is gone although the call wrote it or it existed before).
     bool persist(std::string_view key, bool wrote, std::chrono::steady_clock::time_point started) {
-        const std::string redisKey = redisKeyOf(prefix_, name_, Model::kName, key);
+        const std::string redisKey = redisKeyOf<Model>(prefix_, name_, key);
         const std::int64_t pttl = integerReply(command(raw_, {"EVAL", kPersist, "1", redisKey}));
         const bool existed = persisted_.count(std::string(key)) != 0;
         if (pttl >= 0) {

@@ -48,8 +48,8 @@ TEST_CASE("RedisStorage: a TCP server", "[redis_storage][redis]") {
     CHECK_FALSE(limiter.tryAcquire("client").allowed);
     CHECK(storage.stats().connectsOpened == 1);  // one pooled connection, reused
     const RedisContextPtr raw = connectTo(*server);
-    CHECK(integerReply(command(
-              raw.get(), {"EXISTS", redisKeyOf("rl-tcp", "tcp", "sliding_log", "client")})) == 1);
+    CHECK(integerReply(command(raw.get(), {"EXISTS", redisKeyOf<ratelimit::SlidingLogModel>(
+                                                         "rl-tcp", "tcp", "client")})) == 1);
 }
 
 TEST_CASE("RedisStorage: AUTH with a password", "[redis_storage][redis]") {
@@ -103,8 +103,8 @@ TEST_CASE("RedisStorage: AUTH as an ACL user", "[redis_storage][redis]") {
     RedisLimiter<ratelimit::TokenBucketModel> limiter(Limit::perMinute(2), storage, clock,
                                                       limiterOptions("acl"));
     checkServes(limiter, storage);
-    CHECK(integerReply(command(raw.get(),
-                               {"EXISTS", redisKeyOf("rlacl", "acl", "token_bucket", "k")})) == 1);
+    CHECK(integerReply(command(raw.get(), {"EXISTS", redisKeyOf<ratelimit::TokenBucketModel>(
+                                                         "rlacl", "acl", "k")})) == 1);
 
     // The same user outside its key pattern is refused (NOPERM): the ACL user is in force.
     options.keyPrefix = "other";
@@ -132,7 +132,7 @@ TEST_CASE("RedisStorage: the database option selects the database", "[redis_stor
                                                       limiterOptions("db"));
     CHECK(limiter.tryAcquire("k").remaining == 1);
     CHECK(limiter.tryAcquire("k").remaining == 0);  // the second call, on a pooled connection
-    const std::string stored = redisKeyOf("rl-db", "db", "leaky_bucket", "k");
+    const std::string stored = redisKeyOf<ratelimit::LeakyBucketModel>("rl-db", "db", "k");
     const RedisContextPtr raw = connectTo(*server);
     CHECK(integerReply(command(raw.get(), {"EXISTS", stored})) == 0);
     CHECK(integerReply(command(raw.get(), {"DBSIZE"})) == 0);

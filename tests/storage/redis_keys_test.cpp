@@ -105,27 +105,27 @@ TEMPLATE_TEST_CASE("RedisStorage: any byte string is a key, stored as given",
         CHECK_FALSE(d.degraded);
         // And the first key still holds its state.
         CHECK(limiter.peek(k, 0).remaining == 0);
-        // Stored under exactly <prefix>:<name>:<model>:v1{<len>:<key>}, with a TTL.
-        const std::string stored = redisKeyOf(prefix, name, TestType::kName, k);
+        // Stored under exactly <prefix>:<name>:<model>:v<N>{<len>:<key>}, with a TTL.
+        const std::string stored = redisKeyOf<TestType>(prefix, name, k);
         CHECK(integerReply(command(raw.get(), {"EXISTS", stored})) == 1);
-        CHECK(integerReply(command(raw.get(), {"EXISTS", redisKeyOf(prefix, name, TestType::kName,
-                                                                    twins[i])})) == 1);
+        CHECK(integerReply(command(raw.get(),
+                                   {"EXISTS", redisKeyOf<TestType>(prefix, name, twins[i])})) == 1);
         CHECK(integerReply(command(raw.get(), {"PTTL", stored})) > 0);
     }
     // Nothing else was written: exactly one Redis key per key used.
     std::set<std::string> expected;
     for (const std::string& k : all) {
-        expected.insert(redisKeyOf(prefix, name, TestType::kName, k));
+        expected.insert(redisKeyOf<TestType>(prefix, name, k));
     }
     const std::vector<std::string> found = scanAll(raw.get());
     CHECK(std::set<std::string>(found.begin(), found.end()) == expected);
     CHECK(found.size() == expected.size());
     // reset(key) deletes exactly that key.
     limiter.reset(keys[4]);
-    CHECK(integerReply(command(
-              raw.get(), {"EXISTS", redisKeyOf(prefix, name, TestType::kName, keys[4])})) == 0);
-    CHECK(integerReply(command(
-              raw.get(), {"EXISTS", redisKeyOf(prefix, name, TestType::kName, twins[4])})) == 1);
+    CHECK(integerReply(
+              command(raw.get(), {"EXISTS", redisKeyOf<TestType>(prefix, name, keys[4])})) == 0);
+    CHECK(integerReply(
+              command(raw.get(), {"EXISTS", redisKeyOf<TestType>(prefix, name, twins[4])})) == 1);
     CHECK(limiter.tryAcquire(keys[4], 3).allowed);
     CHECK(storage.stats().failures == 0);
 }
@@ -161,7 +161,7 @@ TEMPLATE_TEST_CASE("RedisStorage: every key has a TTL no longer than its reset",
     int checked = 0;
     for (int step = 0; step < 200; ++step) {
         const std::string& key = keys[static_cast<std::size_t>(uniform(rng, 0, 4))];
-        const std::string redisKey = redisKeyOf(prefix, "hygiene", TestType::kName, key);
+        const std::string redisKey = redisKeyOf<TestType>(prefix, "hygiene", key);
         const std::int64_t cost =
             uniform(rng, 0, 9) < 7 ? uniform(rng, 1, 2) : uniform(rng, 0, lim + 1);
         const std::int64_t action = uniform(rng, 0, 99);

@@ -72,7 +72,8 @@ TEST_CASE("RedisStorage: TokenBucket<RedisStorage> reads the server's TIME",
     // The state was written at the server's time.
     const std::int64_t last = std::stoll(stringReply(
         command(raw.get(),
-                {"HGET", redisKeyOf("rl-time", "server-time", "token_bucket", "user"), "last"})));
+                {"HGET", redisKeyOf<ratelimit::TokenBucketModel>("rl-time", "server-time", "user"),
+                 "last"})));
     CHECK(last >= before);
     CHECK(last <= after);
 
@@ -111,7 +112,8 @@ TEST_CASE("RedisStorage: SystemClock times reach the script", "[redis_storage][r
     CHECK(d.remaining == 1);
     CHECK(d.resetAfter == 40s);
     const std::int64_t last = std::stoll(stringReply(command(
-        raw.get(), {"HGET", redisKeyOf("rl-system", "system", "token_bucket", "user"), "last"})));
+        raw.get(),
+        {"HGET", redisKeyOf<ratelimit::TokenBucketModel>("rl-system", "system", "user"), "last"})));
     CHECK(last >= before);
     CHECK(last <= after);
     CHECK(bucket.tryAcquire("user", 1).remaining == 0);

@@ -83,8 +83,8 @@ std::vector<int> replayOnBoth(const RedisServer& server, const std::string& name
     }
     // The state was really kept in Redis: the key exists, with a TTL.
     const RedisContextPtr c = connectTo(server);
-    CHECK(integerReply(
-              command(c.get(), {"PTTL", redisKeyOf("rl-scenario", name, Model::kName, key)})) > 0);
+    CHECK(integerReply(command(c.get(), {"PTTL", redisKeyOf<Model>("rl-scenario", name, key)})) >
+          0);
     return admitted;
 }
 
@@ -167,7 +167,7 @@ public:
 
         int generation = 0;
         std::string key = "user:" + std::to_string(index) + ":0";
-        std::string redisKey = redisKeyOf(kPrefix, options.name, Model::kName, key);
+        std::string redisKey = redisKeyOf<Model>(kPrefix, options.name, key);
         // Around the real epoch in µs, or around the ManualClock's zero (negative times too).
         std::int64_t t = uniform(rng_, 0, 1) == 0
                              ? uniform(rng_, 1'700'000'000'000'000, 1'700'100'000'000'000)
@@ -266,7 +266,7 @@ public:
                 ++counts_.stalls;
                 hasKey = false;
                 key = "user:" + std::to_string(index) + ":" + std::to_string(++generation);
-                redisKey = redisKeyOf(kPrefix, options.name, Model::kName, key);
+                redisKey = redisKeyOf<Model>(kPrefix, options.name, key);
             }
             lastRemaining = d.remaining;
             (d.allowed ? counts_.admitted : counts_.refused) += 1;

@@ -79,12 +79,12 @@ inline ratelimit::LimiterOptions limiterOptions(const std::string& name) {
     return o;
 }
 
-/// The Redis key of `key`, spelled out independently of RedisStorage::Table::redisKey:
-/// `<prefix>:<name>:<model>:v1{<len>:<key>}`.
-inline std::string redisKeyOf(const std::string& prefix, const std::string& name,
-                              std::string_view model, std::string_view key) {
-    std::string k =
-        prefix + ":" + name + ":" + std::string(model) + ":v1{" + std::to_string(key.size()) + ":";
+/// The Redis key of `key` under `Model`, spelled out independently of
+/// RedisStorage::Table::redisKey: `<prefix>:<name>:<model>:v<state version>{<len>:<key>}`.
+template <class Model>
+std::string redisKeyOf(const std::string& prefix, const std::string& name, std::string_view key) {
+    std::string k = prefix + ":" + name + ":" + std::string(Model::kName) + ":v" +
+                    std::to_string(Model::kStateVersion) + "{" + std::to_string(key.size()) + ":";
     k.append(key);
     k.push_back('}');
     return k;
