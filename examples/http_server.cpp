@@ -37,7 +37,7 @@ namespace {
 
 namespace http = ratelimit::http;
 
-// The rules used without --rules: the README's example table.
+// The rules used without --rules: the example table of docs/http.md.
 constexpr std::string_view kDefaultRules = R"(# method  path-prefix  limit  options
 POST  /login   5/min     algorithm=sliding_log
 GET   /api     1000/min  name=reads

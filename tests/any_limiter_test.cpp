@@ -53,7 +53,7 @@ void checkSameDecisions(Algorithm algorithm) {
 }  // namespace
 
 TEST_CASE("AnyLimiter: decides exactly as the Limiter of the algorithm it was made for",
-          "[unit][any_limiter]") {
+          "[any_limiter]") {
     checkSameDecisions<ratelimit::FixedWindowModel>(Algorithm::kFixedWindow);
     checkSameDecisions<ratelimit::SlidingLogModel>(Algorithm::kSlidingLog);
     checkSameDecisions<ratelimit::SlidingCounterModel>(Algorithm::kSlidingCounter);
@@ -61,7 +61,7 @@ TEST_CASE("AnyLimiter: decides exactly as the Limiter of the algorithm it was ma
     checkSameDecisions<ratelimit::LeakyBucketModel>(Algorithm::kLeakyBucket);
 }
 
-TEST_CASE("AnyLimiter: wraps a limiter object, and copies share its keys", "[unit][any_limiter]") {
+TEST_CASE("AnyLimiter: wraps a limiter object, and copies share its keys", "[any_limiter]") {
     ManualClock clock;
     AnyLimiter a{ratelimit::SlidingLog<MemoryStorage, ManualClock>{Limit::perMinute(2), {}, clock}};
     AnyLimiter b = a;
@@ -74,7 +74,7 @@ TEST_CASE("AnyLimiter: wraps a limiter object, and copies share its keys", "[uni
 }
 
 TEST_CASE("AnyLimiter: names of the algorithms round-trip; unknown names are nullopt",
-          "[unit][any_limiter]") {
+          "[any_limiter]") {
     for (const Algorithm a : kAll) {
         REQUIRE(ratelimit::parseAlgorithm(ratelimit::toString(a)) == a);
     }
@@ -90,8 +90,7 @@ TEST_CASE("AnyLimiter: names of the algorithms round-trip; unknown names are nul
     REQUIRE(ratelimit::capacity(Algorithm::kSlidingLog, limit) == 10);
 }
 
-TEST_CASE("AnyLimiter: bad configuration throws from make, naming the field",
-          "[unit][any_limiter]") {
+TEST_CASE("AnyLimiter: bad configuration throws from make, naming the field", "[any_limiter]") {
     ratelimit::LimiterOptions options;
     options.maxRunsPerKey = 0;
     REQUIRE_THROWS_WITH(

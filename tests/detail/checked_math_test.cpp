@@ -40,7 +40,7 @@ std::vector<std::int64_t> edgeDividends(std::int64_t d) {
 
 }  // namespace
 
-TEST_CASE("Divisor: floor and ceil agree with integer division on edge values", "[unit][detail]") {
+TEST_CASE("Divisor: floor and ceil agree with integer division on edge values", "[checked_math]") {
     for (const std::int64_t d : edgeDivisors()) {
         const Divisor divisor(d);
         REQUIRE(divisor.divisor() == d);
@@ -54,7 +54,7 @@ TEST_CASE("Divisor: floor and ceil agree with integer division on edge values", 
     }
 }
 
-TEST_CASE("Divisor: floor agrees with integer division on random values", "[unit][detail]") {
+TEST_CASE("Divisor: floor agrees with integer division on random values", "[checked_math]") {
     std::mt19937_64 random(20261130);
     int checked = 0;
     for (int i = 0; i < 200'000; ++i, ++checked) {
@@ -70,7 +70,7 @@ TEST_CASE("Divisor: floor agrees with integer division on random values", "[unit
     REQUIRE(checked == 200'000);
 }
 
-TEST_CASE("Divisor: a default-constructed divisor divides by one", "[unit][detail]") {
+TEST_CASE("Divisor: a default-constructed divisor divides by one", "[checked_math]") {
     const Divisor one;
     REQUIRE(one.divisor() == 1);
     REQUIRE(one.floor(0) == 0);
@@ -78,7 +78,7 @@ TEST_CASE("Divisor: a default-constructed divisor divides by one", "[unit][detai
     REQUIRE(one.ceil(12345) == 12345);
 }
 
-TEST_CASE("narrowDivide: 128-bit dividends with a 64-bit quotient", "[unit][detail]") {
+TEST_CASE("narrowDivide: 128-bit dividends with a 64-bit quotient", "[checked_math]") {
     using ratelimit::detail::narrowDivide;
     constexpr auto kAllOnes = std::numeric_limits<std::uint64_t>::max();
     // The largest dividend a divisor allows: high word d - 1, low word all ones.
@@ -98,7 +98,7 @@ TEST_CASE("narrowDivide: 128-bit dividends with a 64-bit quotient", "[unit][deta
 }
 
 TEST_CASE("floorMod: the offset into an epoch-aligned window, also below zero and at the ends",
-          "[unit][detail]") {
+          "[checked_math]") {
     using ratelimit::detail::floorMod;
     constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
     for (const std::int64_t d : edgeDivisors()) {

@@ -30,7 +30,7 @@ std::size_t bucketOf(std::uint64_t h, std::size_t buckets) {
 
 }  // namespace
 
-TEST_CASE("ShortKeyHash: every byte and the length change the digest", "[unit][detail]") {
+TEST_CASE("ShortKeyHash: every byte and the length change the digest", "[short_key_hash]") {
     std::set<std::pair<std::uint64_t, std::uint64_t>> seen;
     std::size_t keys = 0;
     for (std::size_t length = 0; length <= ShortKeyHash::kMaxLength; ++length) {
@@ -51,7 +51,7 @@ TEST_CASE("ShortKeyHash: every byte and the length change the digest", "[unit][d
     REQUIRE(seen.size() == keys);
 }
 
-TEST_CASE("ShortKeyHash: the seed changes every digest", "[unit][detail]") {
+TEST_CASE("ShortKeyHash: the seed changes every digest", "[short_key_hash]") {
     const ShortKeyHash other(0x51c9bc701e7ea419ULL, 0xf38b2ffc80a4df5aULL, 0xa5aec7978306d03bULL,
                              0xf3f49249dc28ff91ULL);  // one bit apart
     for (const char* key : {"", "a", "user:1", "203.0.113.7", "0123456789abcdef"}) {
@@ -61,7 +61,7 @@ TEST_CASE("ShortKeyHash: the seed changes every digest", "[unit][detail]") {
     }
 }
 
-TEST_CASE("ShortKeyHash: sequential keys spread evenly over groups", "[unit][detail]") {
+TEST_CASE("ShortKeyHash: sequential keys spread evenly over groups", "[short_key_hash]") {
     // 2^16 keys like a service's ("user:0" ... "user:65535", "10.0.x.y") over 1024 groups:
     // 64 expected per group; a hash that kept the keys' structure would pile them up.
     constexpr std::size_t kGroups = 1024;

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Writes the hand-made seeds of the fuzz corpus (tests/fuzz/corpus/<name>/seed-*).
 
-The rest of the corpus is what `ratelimit_fuzz_<name> -merge=1` kept from longer runs (see the
-README's "Fuzzing" section). Run from anywhere; it rewrites only the seed-* files.
+The rest of the corpus is what `ratelimit_fuzz_<name> -merge=1` kept from longer runs (see
+CONTRIBUTING.md, "Fuzzing"). Run from anywhere; it rewrites only the seed-* files.
 
 Algorithm inputs (algorithm_fuzz.hpp): six header bytes (count, period, burst, start time,
 sliding-log runs, flags) and then calls of three bytes (time step, cost, key).

@@ -25,7 +25,7 @@ std::string text(std::string_view address) {
 
 }  // namespace
 
-TEST_CASE("IpAddress: IPv4 dotted quads parse strictly", "[unit][http][address]") {
+TEST_CASE("IpAddress: IPv4 dotted quads parse strictly", "[http][address]") {
     CHECK(text("192.0.2.1") == "192.0.2.1");
     CHECK(text("0.0.0.0") == "0.0.0.0");
     CHECK(text("255.255.255.255") == "255.255.255.255");
@@ -38,7 +38,7 @@ TEST_CASE("IpAddress: IPv4 dotted quads parse strictly", "[unit][http][address]"
     static_assert(IpAddress::parse("10.1.2.3")->isV4());
 }
 
-TEST_CASE("IpAddress: IPv6 forms parse and print as RFC 5952", "[unit][http][address]") {
+TEST_CASE("IpAddress: IPv6 forms parse and print as RFC 5952", "[http][address]") {
     CHECK(text("::") == "::");
     CHECK(text("::1") == "::1");
     CHECK(text("2001:DB8:0:0:0:0:0:1") == "2001:db8::1");
@@ -58,7 +58,7 @@ TEST_CASE("IpAddress: IPv6 forms parse and print as RFC 5952", "[unit][http][add
     }
 }
 
-TEST_CASE("IpAddress: IPv4-mapped and NAT64 addresses reduce to IPv4", "[unit][http][address]") {
+TEST_CASE("IpAddress: IPv4-mapped and NAT64 addresses reduce to IPv4", "[http][address]") {
     CHECK(IpAddress::parse("::ffff:192.0.2.1")->canonical() == IpAddress::v4(192, 0, 2, 1));
     CHECK(IpAddress::parse("::ffff:c000:201")->canonical() == IpAddress::v4(192, 0, 2, 1));
     CHECK(IpAddress::parse("64:ff9b::192.0.2.33")->canonical() == IpAddress::v4(192, 0, 2, 33));
@@ -67,7 +67,7 @@ TEST_CASE("IpAddress: IPv4-mapped and NAT64 addresses reduce to IPv4", "[unit][h
     CHECK_FALSE(IpAddress::parse("2001:db8::1")->canonical().isV4());
 }
 
-TEST_CASE("Cidr: prefixes, edges and host bits", "[unit][http][cidr]") {
+TEST_CASE("Cidr: prefixes, edges and host bits", "[http][cidr]") {
     const Cidr net = *Cidr::parse("10.0.0.0/8");
     CHECK(net.contains(*IpAddress::parse("10.0.0.0")));
     CHECK(net.contains(*IpAddress::parse("10.255.255.255")));
@@ -99,7 +99,7 @@ TEST_CASE("Cidr: prefixes, edges and host bits", "[unit][http][cidr]") {
     }
 }
 
-TEST_CASE("CidrSet: mixed families; bad entries throw naming the field", "[unit][http][cidr]") {
+TEST_CASE("CidrSet: mixed families; bad entries throw naming the field", "[http][cidr]") {
     const CidrSet set{"127.0.0.0/8", "::1", "10.20.0.0/16", "fd00::/8"};
     CHECK(set.contains("127.0.0.1"));
     CHECK(set.contains("::1"));

@@ -38,7 +38,7 @@ std::string keyOf(const ClientIdentity& id, std::string_view peer,
 TEST_CASE(
     "parseNodeAddress: ports, brackets, spaces; obfuscated and unknown nodes are not "
     "addresses",
-    "[unit][http][address]") {
+    "[http][address]") {
     CHECK(parseNodeAddress("192.0.2.60") == IpAddress::v4(192, 0, 2, 60));
     CHECK(parseNodeAddress(" 192.0.2.60:8080\t") == IpAddress::v4(192, 0, 2, 60));
     CHECK(parseNodeAddress("[2001:db8:cafe::17]:4711") == IpAddress::parse("2001:db8:cafe::17"));
@@ -54,7 +54,7 @@ TEST_CASE(
 TEST_CASE(
     "ClientIdentity: without a trusted header the peer is the client, whatever the "
     "request says",
-    "[unit][http][client]") {
+    "[http][client]") {
     const ClientIdentity id;
     CHECK(keyOf(id, "203.0.113.9", {"1.1.1.1"}) == "ip4:203.0.113.9");
     CHECK(keyOf(id, "::ffff:203.0.113.9", {}) == "ip4:203.0.113.9");
@@ -64,7 +64,7 @@ TEST_CASE(
 }
 
 TEST_CASE("ClientIdentity: X-Forwarded-For from an untrusted peer is ignored (spoofing)",
-          "[unit][http][client]") {
+          "[http][client]") {
     const ClientIdentity id = behindProxies(ForwardedHeader::kXForwardedFor);
     CHECK(std::string(id.headerName()) == "X-Forwarded-For");
     CHECK(keyOf(id, "198.51.100.7", {"1.2.3.4"}) == "ip4:198.51.100.7");
@@ -72,7 +72,7 @@ TEST_CASE("ClientIdentity: X-Forwarded-For from an untrusted peer is ignored (sp
 }
 
 TEST_CASE("ClientIdentity: X-Forwarded-For through trusted proxies is walked right to left",
-          "[unit][http][client]") {
+          "[http][client]") {
     const ClientIdentity id = behindProxies(ForwardedHeader::kXForwardedFor);
     // One proxy: the rightmost entry is the client.
     CHECK(keyOf(id, "10.0.0.2", {"203.0.113.5"}) == "ip4:203.0.113.5");
@@ -95,8 +95,7 @@ TEST_CASE("ClientIdentity: X-Forwarded-For through trusted proxies is walked rig
     CHECK(keyOf(id, "10.0.0.2", {"[2001:db8::1]:443"}) == "ip6:2001:db8::/56");
 }
 
-TEST_CASE("ClientIdentity: a hop count trusts that many proxies and no more",
-          "[unit][http][client]") {
+TEST_CASE("ClientIdentity: a hop count trusts that many proxies and no more", "[http][client]") {
     ClientIdentityOptions o;
     o.forwardedHeader = ForwardedHeader::kXForwardedFor;
     o.trustedHops = 2;
@@ -107,7 +106,7 @@ TEST_CASE("ClientIdentity: a hop count trusts that many proxies and no more",
 }
 
 TEST_CASE("ClientIdentity: RFC 7239 Forwarded, quoted IPv6 with ports, obfuscated nodes",
-          "[unit][http][client]") {
+          "[http][client]") {
     const ClientIdentity id = behindProxies(ForwardedHeader::kForwarded);
     CHECK(keyOf(id, "10.0.0.2", {"for=192.0.2.60;proto=http;by=203.0.113.43"}) == "ip4:192.0.2.60");
     CHECK(keyOf(id, "10.0.0.2", {R"(for="[2001:db8:cafe::17]:4711")"}) == "ip6:2001:db8:cafe::/56");
@@ -123,8 +122,7 @@ TEST_CASE("ClientIdentity: RFC 7239 Forwarded, quoted IPv6 with ports, obfuscate
     CHECK(keyOf(id, "198.51.100.1", {"for=192.0.2.60"}) == "ip4:198.51.100.1");
 }
 
-TEST_CASE("ClientIdentity: X-Real-IP takes one address from a trusted proxy",
-          "[unit][http][client]") {
+TEST_CASE("ClientIdentity: X-Real-IP takes one address from a trusted proxy", "[http][client]") {
     const ClientIdentity id = behindProxies(ForwardedHeader::kXRealIp);
     CHECK(keyOf(id, "10.0.0.2", {"203.0.113.5"}) == "ip4:203.0.113.5");
     CHECK(keyOf(id, "10.0.0.2", {"203.0.113.5, 1.1.1.1"}) == "ip4:10.0.0.2");
@@ -133,7 +131,7 @@ TEST_CASE("ClientIdentity: X-Real-IP takes one address from a trusted proxy",
 }
 
 TEST_CASE("ClientIdentity: IPv6 clients are grouped by /56 with a /48 aggregate",
-          "[unit][http][client]") {
+          "[http][client]") {
     const ClientIdentity id;
     const ClientKey a = id.identify("2001:db8:1:2ff:aaaa::1");
     const ClientKey b = id.identify("2001:db8:1:200::2%eth0");
@@ -154,7 +152,7 @@ TEST_CASE("ClientIdentity: IPv6 clients are grouped by /56 with a /48 aggregate"
 }
 
 TEST_CASE("ClientIdentity: an authenticated id replaces the address only when given",
-          "[unit][http][client]") {
+          "[http][client]") {
     const ClientIdentity id;
     const ClientKey k = id.identify("192.0.2.1", std::string_view{}, std::string_view("u-42"));
     CHECK(k.key == "user:u-42");
@@ -163,7 +161,7 @@ TEST_CASE("ClientIdentity: an authenticated id replaces the address only when gi
     CHECK_FALSE(id.identify("192.0.2.1").authenticated);
 }
 
-TEST_CASE("ClientIdentity: bad options throw naming the field", "[unit][http][client]") {
+TEST_CASE("ClientIdentity: bad options throw naming the field", "[http][client]") {
     const auto make = [](auto change) {
         ClientIdentityOptions o;
         change(o);

@@ -64,7 +64,7 @@ const ResponseContext kAt{std::chrono::system_clock::time_point{1'700'000'000s},
 
 }  // namespace
 
-TEST_CASE("RateLimit headers: the draft's single-policy examples", "[unit][http][headers]") {
+TEST_CASE("RateLimit headers: the draft's single-policy examples", "[http][headers]") {
     const RateLimitHeaders write;
     // 3.2: RateLimit-Policy: "default";q=100;w=10      4.2: RateLimit: "default";r=50;t=30
     const QuotaPolicy policy{"default", 100, 10s};
@@ -81,7 +81,7 @@ TEST_CASE("RateLimit headers: the draft's single-policy examples", "[unit][http]
 }
 
 TEST_CASE("RateLimit headers: several policies in one field, as the draft's examples",
-          "[unit][http][headers]") {
+          "[http][headers]") {
     // 3.2: RateLimit-Policy: "permin";q=50;w=60,"perhr";q=1000;w=3600 (RFC 9651 serialises list
     // members separated by ", "; parsers accept both).
     const QuotaPolicy perMin =
@@ -112,7 +112,7 @@ TEST_CASE("RateLimit headers: several policies in one field, as the draft's exam
 }
 
 TEST_CASE("RateLimit headers: odd policy names are quoted and escaped, unsendable ones refused",
-          "[unit][http][headers]") {
+          "[http][headers]") {
     const QuotaPolicy odd{R"(we"ird\name, with;=chars)", 5, 60s};
     const std::vector<Header> h = RateLimitHeaders{}(odd, allowed(5, 4, 60s), kAt);
     CHECK(field(h, "RateLimit-Policy") == R"("we\"ird\\name, with;=chars";q=5;w=60)");
@@ -135,7 +135,7 @@ TEST_CASE("RateLimit headers: odd policy names are quoted and escaped, unsendabl
 }
 
 TEST_CASE("RateLimit headers: w only for whole seconds; buckets advertise their burst",
-          "[unit][http][headers]") {
+          "[http][headers]") {
     const QuotaPolicy subSecond =
         QuotaPolicy::forLimit("fast", Limit::per(3, 1500ms), Algorithm::kFixedWindow);
     CHECK(field(RateLimitHeaders{}(subSecond, allowed(3, 2, 1500ms), kAt), "RateLimit-Policy") ==
@@ -150,7 +150,7 @@ TEST_CASE("RateLimit headers: w only for whole seconds; buckets advertise their 
 }
 
 TEST_CASE("Retry-After: whole seconds rounded up, never 0, none for a request that never passes",
-          "[unit][http][headers]") {
+          "[http][headers]") {
     const QuotaPolicy p{"p", 5, 60s};
     const RateLimitHeaders write;
     CHECK(field(write(p, refused(5, 1ns, 1s), kAt), "Retry-After") == "1");
@@ -170,8 +170,7 @@ TEST_CASE("Retry-After: whole seconds rounded up, never 0, none for a request th
     CHECK_FALSE(field(write(withNever, kAt), "Retry-After"));
 }
 
-TEST_CASE("RateLimit headers: a degraded decision omits the RateLimit fields",
-          "[unit][http][headers]") {
+TEST_CASE("RateLimit headers: a degraded decision omits the RateLimit fields", "[http][headers]") {
     const QuotaPolicy p{"p", 5, 60s};
     Decision open = allowed(5, 4, 0s);
     open.degraded = true;
@@ -190,7 +189,7 @@ TEST_CASE("RateLimit headers: a degraded decision omits the RateLimit fields",
     CHECK(field(m, "X-RateLimit-Limit") == "9");
 }
 
-TEST_CASE("RateLimit headers: the user picks the styles", "[unit][http][headers]") {
+TEST_CASE("RateLimit headers: the user picks the styles", "[http][headers]") {
     const QuotaPolicy p{"p", 5, 60s};
     HeaderOptions o;
     o.draftFields = false;
@@ -208,7 +207,7 @@ TEST_CASE("RateLimit headers: the user picks the styles", "[unit][http][headers]
     CHECK_FALSE(field(draft, "Retry-After"));
 }
 
-TEST_CASE("RateLimit headers: jitter only ever adds, within its bound", "[unit][http][headers]") {
+TEST_CASE("RateLimit headers: jitter only ever adds, within its bound", "[http][headers]") {
     HeaderOptions o;
     o.retryAfterJitter = 5s;
     const RateLimitHeaders write{o};
@@ -231,8 +230,7 @@ TEST_CASE("RateLimit headers: jitter only ever adds, within its bound", "[unit][
     REQUIRE_THROWS_WITH(RateLimitHeaders{o}, Catch::Matchers::Contains("retryAfterJitter"));
 }
 
-TEST_CASE("RateLimit headers: pk is a keyed hash as an RFC 9651 byte sequence",
-          "[unit][http][headers]") {
+TEST_CASE("RateLimit headers: pk is a keyed hash as an RFC 9651 byte sequence", "[http][headers]") {
     // 4.2's byte sequences: "trial121323" and "App-999".
     std::string out;
     ratelimit::detail::http_fields::appendSfByteSequence(out, "trial121323");
@@ -260,7 +258,7 @@ TEST_CASE("RateLimit headers: pk is a keyed hash as an RFC 9651 byte sequence",
     CHECK(*field(RateLimitHeaders{o}(p, allowed(100, 22, 30s), kAt), "RateLimit") != limit);
 }
 
-TEST_CASE("Problem details: quota-exceeded JSON and a plain body", "[unit][http][problem]") {
+TEST_CASE("Problem details: quota-exceeded JSON and a plain body", "[http][problem]") {
     const std::array<std::string_view, 2> names{"daily", "bandwidth"};
     CHECK(ratelimit::http::problemJson(names, 30) ==
           R"({"type":"https://iana.org/assignments/http-problem-types#quota-exceeded",)"

@@ -50,8 +50,7 @@ GET  /api            1000/min name=reads
 
 }  // namespace
 
-TEST_CASE("normalizePath: other spellings of a path do not bypass its rule",
-          "[unit][http][routes]") {
+TEST_CASE("normalizePath: other spellings of a path do not bypass its rule", "[http][routes]") {
     for (const char* same :
          {"/login", "//login", "/login/", "/login//", "/%6cogin", "/%6Cogin", "/./login",
           "/x/../login", "/../login", "/login?x=1", "/login#f", "http://example.com/login", "login",
@@ -70,7 +69,7 @@ TEST_CASE("normalizePath: other spellings of a path do not bypass its rule",
 }
 
 TEST_CASE("RouteTable: longest prefix on whole segments, tier over tierless, method over *",
-          "[unit][http][routes]") {
+          "[http][routes]") {
     const RouteTable table = RouteTable::parse(kRules, "test.rules");
     REQUIRE(table.rules().size() == 6);
     const RouteRule* login = table.match("POST", "//login/");
@@ -95,7 +94,7 @@ TEST_CASE("RouteTable: longest prefix on whole segments, tier over tierless, met
     CHECK(table.match("GET", "/apix") == nullptr);
 }
 
-TEST_CASE("RouteTable::parse: errors name the line and what is wrong", "[unit][http][routes]") {
+TEST_CASE("RouteTable::parse: errors name the line and what is wrong", "[http][routes]") {
     using Catch::Matchers::Contains;
     REQUIRE_THROWS_WITH(RouteTable::parse("GET /a\n", "f"),
                         Contains("f:1") && Contains("expected"));
@@ -121,7 +120,7 @@ TEST_CASE("RouteTable::parse: errors name the line and what is wrong", "[unit][h
 }
 
 TEST_CASE("RouteLimiter: limits per route and client, tiers, skips and allow lists",
-          "[unit][http][routes]") {
+          "[http][routes]") {
     RouteLimiterOptions options;
     options.skipPaths = {"/health"};
     options.allowList = {"192.0.2.0/24", "2001:db8:ffff::/48"};
@@ -189,7 +188,7 @@ TEST_CASE("RouteLimiter: limits per route and client, tiers, skips and allow lis
 }
 
 TEST_CASE("RouteLimiter: an IPv6 /48 aggregate limit catches clients spread over /56s",
-          "[unit][http][routes]") {
+          "[http][routes]") {
     RouteLimiterOptions options;
     options.ipv6AggregateLimit = Limit::perHour(4);
     options.problemDetails = false;

@@ -325,7 +325,8 @@ struct Writer {
     bool signalsUntouched = true;
 };
 
-TEST_CASE("Redis faults: a server killed under 8 threads writing 64 KiB keys", "[redis][faults]") {
+TEST_CASE("Redis faults: a server killed under 8 threads writing 64 KiB keys",
+          "[redis_storage][redis][faults]") {
     const SigpipeKills sigpipe;
     const auto server = startServer();
     if (!server) {
@@ -491,7 +492,7 @@ TEST_CASE("Redis faults: a server killed under 8 threads writing 64 KiB keys", "
 // ---- 1b. stale pooled connections after a restart ----------------------------------------
 
 TEST_CASE("Redis faults: after a server restart, idle pooled connections cost no failed call",
-          "[redis][faults]") {
+          "[redis_storage][redis][faults]") {
     const SigpipeKills sigpipe;
     const auto server = startServer();
     if (!server) {
@@ -567,7 +568,7 @@ TEST_CASE("Redis faults: after a server restart, idle pooled connections cost no
 // ---- 2. paused (SIGSTOP) -----------------------------------------------------------------
 
 TEST_CASE("Redis faults: a paused server: calls keep their deadline, late replies reach nobody",
-          "[redis][faults]") {
+          "[redis_storage][redis][faults]") {
     const SigpipeKills sigpipe;
     const auto server = startServer();
     if (!server) {
@@ -692,7 +693,7 @@ TEST_CASE("Redis faults: a paused server: calls keep their deadline, late replie
 // ---- 3. a long outage behind the open breaker -------------------------------------------
 
 TEST_CASE("Redis faults: during a 2 s outage the open breaker answers at once (p99 < 1 ms)",
-          "[redis][faults]") {
+          "[redis_storage][redis][faults]") {
     const auto server = startServer();
     if (!server) {
         return;
@@ -751,10 +752,10 @@ TEST_CASE("Redis faults: during a 2 s outage the open breaker answers at once (p
 
 // ---- 4. each failure policy's exact decision ----------------------------------------------
 
-TEMPLATE_TEST_CASE("Redis faults: each failure policy's exact decision", "[redis][faults]",
-                   ratelimit::TokenBucketModel, ratelimit::LeakyBucketModel,
-                   ratelimit::FixedWindowModel, ratelimit::SlidingCounterModel,
-                   ratelimit::SlidingLogModel) {
+TEMPLATE_TEST_CASE("Redis faults: each failure policy's exact decision",
+                   "[redis_storage][redis][faults]", ratelimit::TokenBucketModel,
+                   ratelimit::LeakyBucketModel, ratelimit::FixedWindowModel,
+                   ratelimit::SlidingCounterModel, ratelimit::SlidingLogModel) {
     using Limiter = ratelimit::Limiter<TestType, RedisStorage>;
     const TempDir dir;
     const std::string dead = deadSocket(dir);
@@ -884,7 +885,7 @@ TEMPLATE_TEST_CASE("Redis faults: each failure policy's exact decision", "[redis
 // ---- 5. SCRIPT FLUSH ---------------------------------------------------------------------
 
 TEST_CASE("Redis faults: after SCRIPT FLUSH the next call resends the script once, as EVAL",
-          "[redis][faults]") {
+          "[redis_storage][redis][faults]") {
     const auto server = startServer();
     if (!server) {
         return;
@@ -937,7 +938,7 @@ TEST_CASE("Redis faults: after SCRIPT FLUSH the next call resends the script onc
 // ---- 6. maxmemory with noeviction ----------------------------------------------------------
 
 TEST_CASE("Redis faults: at maxmemory refusals still answer from Redis, admissions fail",
-          "[redis][faults]") {
+          "[redis_storage][redis][faults]") {
     // 1mb leaves no room at all on Redis 7.0 once the script and a few clients are in (the
     // first admission already fails): 4mb, filled with raw SETs below.
     const auto server =
@@ -1041,7 +1042,7 @@ TEST_CASE("Redis faults: at maxmemory refusals still answer from Redis, admissio
 // ---- 7. authentication -------------------------------------------------------------------
 
 TEST_CASE("Redis faults: a wrong password is kAuth, reported, never thrown at construction",
-          "[redis][faults]") {
+          "[redis_storage][redis][faults]") {
     const auto server = startServer({.extraArgs = {"--requirepass", "secret"}});
     if (!server) {
         return;
@@ -1132,7 +1133,8 @@ TEST_CASE("Redis faults: a wrong password is kAuth, reported, never thrown at co
 
 // ---- 8. fork -------------------------------------------------------------------------------
 
-TEST_CASE("Redis faults: a forked child never uses the parent's connections", "[redis][faults]") {
+TEST_CASE("Redis faults: a forked child never uses the parent's connections",
+          "[redis_storage][redis][faults]") {
     const auto server = startServer();
     if (!server) {
         return;
@@ -1214,7 +1216,7 @@ TEST_CASE("Redis faults: a forked child never uses the parent's connections", "[
 // ---- 9. TCP ----------------------------------------------------------------------------------
 
 TEST_CASE("Redis faults: TCP and unix socket servers both work; a closed port is kUnreachable",
-          "[redis][faults]") {
+          "[redis_storage][redis][faults]") {
     const auto tcp = startServer({.tcp = true});
     if (!tcp) {
         return;

@@ -543,7 +543,7 @@ struct Differential {
 }  // namespace
 
 TEMPLATE_TEST_CASE("Redis Lua: each model's script makes exactly the C++ step's decisions",
-                   "[redis][lua]", TokenBucketModel, LeakyBucketModel, FixedWindowModel,
+                   "[redis_lua][redis]", TokenBucketModel, LeakyBucketModel, FixedWindowModel,
                    SlidingCounterModel, SlidingLogModel) {
     const auto server = startServer();
     if (!server) {
@@ -569,7 +569,7 @@ TEMPLATE_TEST_CASE("Redis Lua: each model's script makes exactly the C++ step's 
     REQUIRE(diff.stalls < diff.steps / 100);
 }
 
-TEST_CASE("Redis Lua: idiv, ceildiv and imod are exact up to 2^53", "[redis][lua]") {
+TEST_CASE("Redis Lua: idiv, ceildiv and imod are exact up to 2^53", "[redis_lua][redis]") {
     const auto server = startServer();
     if (!server) {
         return;
@@ -637,7 +637,7 @@ return out
     REQUIRE(wrong == 0);
 }
 
-TEMPLATE_TEST_CASE("Redis Lua: the script reads TIME when ARGV[1] is empty", "[redis][lua]",
+TEMPLATE_TEST_CASE("Redis Lua: the script reads TIME when ARGV[1] is empty", "[redis_lua][redis]",
                    TokenBucketModel, LeakyBucketModel, FixedWindowModel, SlidingCounterModel,
                    SlidingLogModel) {
     const auto server = startServer();
@@ -685,7 +685,7 @@ TEMPLATE_TEST_CASE("Redis Lua: the script reads TIME when ARGV[1] is empty", "[r
     CHECK(compare(TestType::step(fresh, q, storedTime, 2), *l).empty());
 }
 
-TEMPLATE_TEST_CASE("Redis Lua: any byte string is a key", "[redis][lua]", TokenBucketModel,
+TEMPLATE_TEST_CASE("Redis Lua: any byte string is a key", "[redis_lua][redis]", TokenBucketModel,
                    LeakyBucketModel, FixedWindowModel, SlidingCounterModel, SlidingLogModel) {
     const auto server = startServer();
     if (!server) {
@@ -731,8 +731,9 @@ TEMPLATE_TEST_CASE("Redis Lua: any byte string is a key", "[redis][lua]", TokenB
     }
 }
 
-TEMPLATE_TEST_CASE("Redis Lua: the script follows the Lua rules", "[redis][lua]", TokenBucketModel,
-                   LeakyBucketModel, FixedWindowModel, SlidingCounterModel, SlidingLogModel) {
+TEMPLATE_TEST_CASE("Redis Lua: the script follows the Lua rules", "[redis_lua][redis]",
+                   TokenBucketModel, LeakyBucketModel, FixedWindowModel, SlidingCounterModel,
+                   SlidingLogModel) {
     const std::string& script = scriptOf<TestType>();
     // No shebang: a shebang script with writes is refused outright at maxmemory.
     CHECK(script.find("#!") == std::string::npos);
@@ -746,7 +747,7 @@ TEMPLATE_TEST_CASE("Redis Lua: the script follows the Lua rules", "[redis][lua]"
         std::invalid_argument);
 }
 
-TEMPLATE_TEST_CASE("Redis Lua: refusals still answer at maxmemory", "[redis][lua]",
+TEMPLATE_TEST_CASE("Redis Lua: refusals still answer at maxmemory", "[redis_lua][redis]",
                    TokenBucketModel, LeakyBucketModel, FixedWindowModel, SlidingCounterModel,
                    SlidingLogModel) {
     const auto server = startServer();
@@ -787,7 +788,7 @@ TEMPLATE_TEST_CASE("Redis Lua: refusals still answer at maxmemory", "[redis][lua
     CHECK(later->allowed);
 }
 
-TEST_CASE("Redis Lua: malformed arguments are script errors, not decisions", "[redis][lua]") {
+TEST_CASE("Redis Lua: malformed arguments are script errors, not decisions", "[redis_lua][redis]") {
     const auto server = startServer();
     if (!server) {
         return;
@@ -820,7 +821,7 @@ TEST_CASE("Redis Lua: malformed arguments are script errors, not decisions", "[r
     CHECK(never->remaining == 2);
 }
 
-TEST_CASE("RedisServer: restart, pause and TCP mode", "[redis][support]") {
+TEST_CASE("RedisServer: restart, pause and TCP mode", "[redis_server][redis]") {
     const auto server = startServer({.tcp = true, .extraArgs = {"--requirepass", "pw"}});
     if (!server) {
         return;

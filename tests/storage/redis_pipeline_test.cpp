@@ -115,7 +115,7 @@ private:
 }  // namespace
 
 TEST_CASE("Redis pipeline: 8 threads x 300 calls on one key admit exactly the limit",
-          "[redis][concurrency]") {
+          "[redis_pipeline][redis][concurrency]") {
     const auto server = startServer();
     if (!server) {
         return;
@@ -166,7 +166,7 @@ TEST_CASE("Redis pipeline: 8 threads x 300 calls on one key admit exactly the li
 }
 
 TEST_CASE("Redis pipeline: every caller gets its own reply (own limit, own remaining sequence)",
-          "[redis][concurrency]") {
+          "[redis_pipeline][redis][concurrency]") {
     const auto server = startServer();
     if (!server) {
         return;
@@ -225,7 +225,7 @@ TEST_CASE("Redis pipeline: every caller gets its own reply (own limit, own remai
 }
 
 TEST_CASE("Redis pipeline: a server paused under 8 threads: deadlines kept, no stray reply",
-          "[redis][faults]") {
+          "[redis_pipeline][redis][faults]") {
     const auto server = startServer();
     if (!server) {
         return;
@@ -317,7 +317,7 @@ TEST_CASE("Redis pipeline: a server paused under 8 threads: deadlines kept, no s
 
 TEST_CASE(
     "Redis pipeline: a caller whose deadline passes fails alone; one queued behind it goes on",
-    "[redis][faults]") {
+    "[redis_pipeline][redis][faults]") {
     const auto server = startServer();
     if (!server) {
         return;

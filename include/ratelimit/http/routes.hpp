@@ -202,7 +202,7 @@ public:
     [[nodiscard]] const std::vector<RouteRule>& rules() const noexcept { return rules_; }
     [[nodiscard]] bool empty() const noexcept { return rules_.empty(); }
 
-    /// Reads the rule file format (README, "HTTP"): one rule per line,
+    /// Reads the rule file format (docs/http.md, "Rule file"): one rule per line,
     ///
     ///     <METHOD|*> <path-prefix> <limit> [name=<policy>] [algorithm=<name>] [burst=<n>]
     ///                                      [tier=<tier>] [cost=<n>]
