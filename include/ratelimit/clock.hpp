@@ -44,6 +44,16 @@ inline constexpr std::int64_t kNanosPerTick =
         ? std::ratio_divide<typename C::duration::period, std::nano>::num
         : 0;
 
+/// The std vocabulary of a clock (`duration`, `rep`, `period`, `time_point`) counting
+/// `Duration` ticks of its own epoch: what `ClockPolicy` and std::chrono expect of `Clock`.
+template <class Clock, class Duration>
+struct ClockTypes {
+    using duration = Duration;
+    using rep = typename Duration::rep;
+    using period = typename Duration::period;
+    using time_point = std::chrono::time_point<Clock, Duration>;
+};
+
 }  // namespace detail
 
 /// A monotonic clock for one process, aligned to UTC so fixed windows start on the minute.
@@ -52,12 +62,8 @@ inline constexpr std::int64_t kNanosPerTick =
 /// construction: windows align to UTC, and later NTP steps of the wall clock change nothing.
 /// Its epoch is local to the host, so it cannot be used with a shared store.
 /// Thread safety: thread-safe; copies share the offset.
-class SteadyClock {
+class SteadyClock : public detail::ClockTypes<SteadyClock, std::chrono::nanoseconds> {
 public:
-    using duration = std::chrono::nanoseconds;
-    using rep = duration::rep;
-    using period = duration::period;
-    using time_point = std::chrono::time_point<SteadyClock, duration>;
     static constexpr bool is_steady = true;
     static constexpr bool kHostLocalEpoch = true;
 
@@ -79,12 +85,8 @@ private:
 /// Wall-clock time since the Unix epoch, for limits shared by several hosts whose clocks are
 /// synchronised. It may step backwards with NTP; limiters cope.
 /// Thread safety: thread-safe; stateless.
-class SystemClock {
+class SystemClock : public detail::ClockTypes<SystemClock, std::chrono::nanoseconds> {
 public:
-    using duration = std::chrono::nanoseconds;
-    using rep = duration::rep;
-    using period = duration::period;
-    using time_point = std::chrono::time_point<SystemClock, duration>;
     static constexpr bool is_steady = false;
 
     [[nodiscard]] time_point now() const noexcept {
@@ -96,12 +98,8 @@ public:
 /// A clock driven by hand, for tests and simulations: starts at its own zero and moves only
 /// when told, forwards or backwards.
 /// Thread safety: thread-safe; copies share one time.
-class ManualClock {
+class ManualClock : public detail::ClockTypes<ManualClock, std::chrono::nanoseconds> {
 public:
-    using duration = std::chrono::nanoseconds;
-    using rep = duration::rep;
-    using period = duration::period;
-    using time_point = std::chrono::time_point<ManualClock, duration>;
     static constexpr bool is_steady = false;
 
     ManualClock() : ticks_(std::make_shared<std::atomic<rep>>(0)) {}
@@ -129,12 +127,8 @@ private:
 /// synchronisation. Only `RedisStorage` accepts it; a limiter never calls its `now()`, which
 /// returns this host's wall time (an approximation of the server's) for callers who want one.
 /// Thread safety: thread-safe; stateless.
-class RedisServerClock {
+class RedisServerClock : public detail::ClockTypes<RedisServerClock, std::chrono::microseconds> {
 public:
-    using duration = std::chrono::microseconds;
-    using rep = duration::rep;
-    using period = duration::period;
-    using time_point = std::chrono::time_point<RedisServerClock, duration>;
     static constexpr bool is_steady = false;
     static constexpr bool kStoreSide = true;
 

@@ -185,29 +185,19 @@ private:
         std::declval<const Options&>(), std::declval<const Quota&>())) table_;
 };
 
-/// Fixed window: `count` per calendar-aligned window. See `FixedWindowModel`.
-template <class Storage = MemoryStorage, class Clock = typename Storage::DefaultClock>
-using FixedWindow = Limiter<FixedWindowModel, Storage, Clock>;
-
-/// Sliding log: exact rolling window. See `SlidingLogModel`.
-template <class Storage = MemoryStorage, class Clock = typename Storage::DefaultClock>
-using SlidingLog = Limiter<SlidingLogModel, Storage, Clock>;
-
-/// Sliding counter: weighted two-window estimate. See `SlidingCounterModel`.
-template <class Storage = MemoryStorage, class Clock = typename Storage::DefaultClock>
-using SlidingCounter = Limiter<SlidingCounterModel, Storage, Clock>;
-
-/// Token bucket: capacity `burst`, refill `count` per `period`. See `TokenBucketModel`.
-template <class Storage = MemoryStorage, class Clock = typename Storage::DefaultClock>
-using TokenBucket = Limiter<TokenBucketModel, Storage, Clock>;
-
-/// Leaky bucket as a meter (GCRA). See `LeakyBucketModel`.
-template <class Storage = MemoryStorage, class Clock = typename Storage::DefaultClock>
-using LeakyBucket = Limiter<LeakyBucketModel, Storage, Clock>;
-
-/// Another name for `LeakyBucket`.
-template <class Storage = MemoryStorage, class Clock = typename Storage::DefaultClock>
-using Gcra = Limiter<GcraModel, Storage, Clock>;
+// The algorithms by name: each alias fixes the model and takes `Limiter`'s storage and clock
+// (`P`) with their defaults, so `TokenBucket<>` is in memory on the steady clock,
+// `TokenBucket<RedisStorage>` reads Redis server time, `TokenBucket<MemoryStorage, ManualClock>`
+// runs on a hand-driven clock. `Gcra` is another name for `LeakyBucket`; each model's header
+// says what it admits. (One line each, as the table they are.)
+// clang-format off
+template <class... P> using FixedWindow = Limiter<FixedWindowModel, P...>;
+template <class... P> using SlidingLog = Limiter<SlidingLogModel, P...>;
+template <class... P> using SlidingCounter = Limiter<SlidingCounterModel, P...>;
+template <class... P> using TokenBucket = Limiter<TokenBucketModel, P...>;
+template <class... P> using LeakyBucket = Limiter<LeakyBucketModel, P...>;
+template <class... P> using Gcra = Limiter<GcraModel, P...>;
+// clang-format on
 
 }  // namespace v1
 }  // namespace ratelimit

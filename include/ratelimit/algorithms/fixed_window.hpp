@@ -6,8 +6,10 @@
 #include <string_view>
 
 #include <ratelimit/algorithms/model.hpp>
+#include <ratelimit/algorithms/window.hpp>
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/checked_math.hpp>
+#include <ratelimit/detail/joined_string.hpp>
 #include <ratelimit/limit.hpp>
 
 namespace ratelimit {
@@ -66,10 +68,8 @@ struct FixedWindowModel {
     }
 
     /// The same model in Lua, line by line (composed into a script by the Redis storage): a
-    /// step returns the decision and the state to store, or nil when nothing changed. Times
-    /// are below 2^53 µs; a sum beyond that only meets comparisons and `min` with values below
-    /// the period, which rounding cannot reverse.
-    static constexpr std::string_view kLua = R"lua(
+    /// step returns the decision and the state to store, or nil when nothing changed.
+    static constexpr std::string_view kLuaModel = R"lua(
 local fixed_window = {}
 function fixed_window.step(state, q, now, cost)
   local view = copyOf(state)
@@ -102,21 +102,15 @@ end
 function fixed_window.keep(state, q, reset)
   return reset + imod(state.into - state.last, q.period)
 end
-function fixed_window.elapsed(s, now)
-  return s.into + (now - s.last)
-end
-function fixed_window.alignedInto(now, q)
-  return imod(now, q.period)
-end
 function fixed_window.rebaseAndRoll(s, q, now)
   local steppedBack = s.used > 0 and now < s.last
   if s.used == 0 then
-    s.into = fixed_window.alignedInto(now, q)
+    s.into = alignedInto(now, q.period)
   elseif not steppedBack then
-    local e = fixed_window.elapsed(s, now)
+    local e = windowElapsed(s.into, s.last, now)
     if e >= q.period then
       s.used = 0
-      s.into = math.min(fixed_window.alignedInto(now, q), e - q.period)
+      s.into = math.min(alignedInto(now, q.period), e - q.period)
     else
       s.into = e
     end
@@ -125,12 +119,16 @@ function fixed_window.rebaseAndRoll(s, q, now)
   return steppedBack
 end
 )lua";
+    /// The script's Lua: the shared window measures, then the model.
+    static constexpr std::string_view kLua =
+        detail::JoinedString<detail::kWindowLua, kLuaModel>::kValue;
 
     /// Fresh once the window is over and the aligned window holding `now` starts after it
     /// (the same thing for an aligned window; later for one shifted by a step back).
     static bool isFresh(const State& state, const Quota& q, Tick now) noexcept {
-        return state.used == 0 ||
-               (now >= state.last && elapsed(state, now) - q.period >= alignedInto(now, q));
+        return state.used == 0 || (now >= state.last &&
+                                   detail::windowElapsed(state.into, state.last, now) - q.period >=
+                                       detail::alignedInto(now, q.period));
     }
 
     static Tick lastWrite(const State& state) noexcept {
@@ -140,16 +138,6 @@ end
     static ModelRange range(const Quota& q) noexcept { return {q.period, q.count}; }
 
 private:
-    /// How far `now` lies into the window of the key's last write (saturated).
-    static Tick elapsed(const State& s, Tick now) noexcept {
-        return detail::satAdd(s.into, detail::satSub(now, s.last));
-    }
-
-    /// How far `now` lies into its epoch-aligned window.
-    static Tick alignedInto(Tick now, const Quota& q) noexcept {
-        return detail::floorMod(now, q.period);
-    }
-
     /// Moves the view to `now` (`last = now`, `into` = how far `now` is into the key's window):
     /// after a step back no time passed, so the window shifts by the step; a window that is
     /// over gives way to the aligned one holding `now`, unless that would overlap the shifted
@@ -158,12 +146,12 @@ private:
     static bool rebaseAndRoll(State& s, const Quota& q, Tick now) noexcept {
         const bool steppedBack = s.used > 0 && now < s.last;
         if (s.used == 0) {
-            s.into = alignedInto(now, q);
+            s.into = detail::alignedInto(now, q.period);
         } else if (!steppedBack) {
-            const Tick e = elapsed(s, now);
+            const Tick e = detail::windowElapsed(s.into, s.last, now);
             if (e >= q.period) {
                 s.used = 0;
-                s.into = std::min(alignedInto(now, q), e - q.period);
+                s.into = std::min(detail::alignedInto(now, q.period), e - q.period);
             } else {
                 s.into = e;
             }

@@ -5,8 +5,10 @@
 #include <string_view>
 
 #include <ratelimit/algorithms/model.hpp>
+#include <ratelimit/algorithms/window.hpp>
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/checked_math.hpp>
+#include <ratelimit/detail/joined_string.hpp>
 #include <ratelimit/limit.hpp>
 
 namespace ratelimit {
@@ -75,7 +77,7 @@ struct SlidingCounterModel {
     /// Bounds: previous, current <= count, so every product (`previous·(W − e)`,
     /// `(count − current − cost)·W`, `W·(current + cost − count)`) stays within
     /// count·W < 2^53, and 2W < 2^53.
-    static constexpr std::string_view kLua = R"lua(
+    static constexpr std::string_view kLuaModel = R"lua(
 local sliding_counter = {}
 function sliding_counter.step(state, q, now, cost)
   local view = copyOf(state)
@@ -118,13 +120,10 @@ function sliding_counter.retryTicks(s, q, e, cost)
   local into = w * (s.current + cost - q.count)
   return (w - e) + ceildiv(into, s.current)
 end
-function sliding_counter.elapsed(s, now)
-  return s.into + (now - s.last)
-end
 function sliding_counter.rebaseAndRoll(s, q, now)
   local steppedBack = (s.previous > 0 or s.current > 0) and now < s.last
   if not steppedBack then
-    local e = sliding_counter.elapsed(s, now)
+    local e = windowElapsed(s.into, s.last, now)
     if e >= 2 * q.period then
       s.previous = 0
       s.current = 0
@@ -137,19 +136,22 @@ function sliding_counter.rebaseAndRoll(s, q, now)
     end
   end
   if s.previous == 0 and s.current == 0 then
-    s.into = imod(now, q.period)
+    s.into = alignedInto(now, q.period)
   end
   s.last = now
   return steppedBack
 end
 )lua";
+    /// The script's Lua: the shared window measures, then the model.
+    static constexpr std::string_view kLua =
+        detail::JoinedString<detail::kWindowLua, kLuaModel>::kValue;
 
     static bool isFresh(const State& state, const Quota& q, Tick now) noexcept {
         if (state.previous == 0 && state.current == 0) {
             return true;
         }
         const Tick span = state.current > 0 ? 2 * q.period : q.period;
-        return now >= state.last && elapsed(state, now) >= span;
+        return now >= state.last && detail::windowElapsed(state.into, state.last, now) >= span;
     }
 
     static Tick lastWrite(const State& state) noexcept {
@@ -183,11 +185,6 @@ private:
         return static_cast<std::int64_t>(detail::narrowDivide(un + d - 1, d));
     }
 
-    /// How far `now` lies into the window of the key's last write (saturated).
-    static Tick elapsed(const State& s, Tick now) noexcept {
-        return detail::satAdd(s.into, detail::satSub(now, s.last));
-    }
-
     /// Moves the view to `now` (`last = now`, `into` = how far `now` is into the current
     /// window): after a step back no time passed, so the windows shift by the step; windows
     /// that are over roll forward; a fresh key starts in the epoch-aligned window holding `now`.
@@ -195,7 +192,7 @@ private:
     static bool rebaseAndRoll(State& s, const Quota& q, Tick now) noexcept {
         const bool steppedBack = (s.previous > 0 || s.current > 0) && now < s.last;
         if (!steppedBack) {
-            const Tick e = elapsed(s, now);
+            const Tick e = detail::windowElapsed(s.into, s.last, now);
             if (e >= 2 * q.period) {
                 s.previous = 0;
                 s.current = 0;
@@ -208,7 +205,7 @@ private:
             }
         }
         if (s.previous == 0 && s.current == 0) {
-            s.into = detail::floorMod(now, q.period);
+            s.into = detail::alignedInto(now, q.period);
         }
         s.last = now;
         return steppedBack;
