@@ -12,7 +12,6 @@
 #include <ratelimit/storage/memory.hpp>
 
 #include "support/catch.hpp"
-#include "support/numbered.hpp"
 
 using namespace std::chrono_literals;
 
@@ -39,7 +38,7 @@ void checkSameDecisions(Algorithm algorithm) {
     REQUIRE(erased.limit() == limit);
     for (int i = 0; i < 40; ++i) {
         const std::int64_t cost = i % 3;
-        const std::string key = rltest::numbered("k", i % 2);
+        const std::string key = "k" + std::to_string(i % 2);
         REQUIRE(erased.peek(key, cost) == direct.peek(key, cost));
         REQUIRE(erased.tryAcquire(key, cost) == direct.tryAcquire(key, cost));
         clockA.advance(700ms);

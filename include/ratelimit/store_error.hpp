@@ -62,8 +62,10 @@ constexpr std::string_view toString(StoreError e) noexcept {
 class StoreException : public std::runtime_error {
 public:
     StoreException(StoreError code, const std::string& message)
-        : std::runtime_error("ratelimit: store error (" + std::string(toString(code)) +
-                             "): " + message),
+        : std::runtime_error(std::string("ratelimit: store error (")
+                                 .append(toString(code))
+                                 .append("): ")
+                                 .append(message)),
           code_(code) {}
 
     [[nodiscard]] StoreError code() const noexcept { return code_; }

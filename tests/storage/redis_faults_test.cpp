@@ -47,7 +47,6 @@
 #include <ratelimit/redis.hpp>
 
 #include "support/catch.hpp"
-#include "support/numbered.hpp"
 #include "support/redis_server.hpp"
 #include "support/redis_test_server.hpp"
 
@@ -352,7 +351,7 @@ TEST_CASE("Redis faults: a server killed under 8 threads writing 64 KiB keys",
             i % 2 == 0 ? FailurePolicy::kFailOpen : FailurePolicy::kFailClosed;
         limiters.emplace_back(Limit::perMinute(std::int64_t{i + 1} * 1'000'000), storage,
                               RedisServerClock{},
-                              limiterOptions(rltest::numbered("kill", i), policy));
+                              limiterOptions("kill" + std::to_string(i), policy));
         std::string key(std::size_t{64} * 1024, static_cast<char>('a' + i));
         key[0] = '\0';  // binary too
         keys.push_back(std::move(key));
@@ -520,7 +519,7 @@ TEST_CASE("Redis faults: after a server restart, idle pooled connections cost no
                 std::this_thread::yield();
             }
             for (int n = 0; n < 200; ++n) {
-                if (mine.tryAcquire(rltest::numbered("warm", i), 1).degraded) {
+                if (mine.tryAcquire("warm" + std::to_string(i), 1).degraded) {
                     degraded.fetch_add(1);
                 }
             }
@@ -615,7 +614,7 @@ TEST_CASE("Redis faults: a paused server: calls keep their deadline, late replie
     std::string wrong;
     const auto until = SteadyTime::now() + 400ms;
     while (SteadyTime::now() < until) {
-        pausedKeys.push_back(rltest::numbered("p", static_cast<std::int64_t>(pausedKeys.size())));
+        pausedKeys.push_back("p" + std::to_string(pausedKeys.size()));
         t0 = SteadyTime::now();
         const Decision d = paused.tryAcquire(pausedKeys.back(), 3);
         slowest = std::max(slowest, SteadyTime::now() - t0);
@@ -658,8 +657,8 @@ TEST_CASE("Redis faults: a paused server: calls keep their deadline, late replie
     CHECK((!next.degraded && next.allowed && next.limit == 7 && next.remaining == 4));
     // Then distinct keys: each must get the fresh-key decision of *its* limiter.
     for (int i = 0; i < 40; ++i) {
-        const Decision a = later.tryAcquire(rltest::numbered("q", i), 2);
-        const Decision b = paused.tryAcquire(rltest::numbered("r", i), 1);
+        const Decision a = later.tryAcquire("q" + std::to_string(i), 2);
+        const Decision b = paused.tryAcquire("r" + std::to_string(i), 1);
         INFO("q" << i << " " << show(a) << " r" << i << " " << show(b));
         CHECK((!a.degraded && a.allowed && a.limit == 7 && a.remaining == 5));
         CHECK((!b.degraded && b.allowed && b.limit == 10 && b.remaining == 9));
@@ -719,7 +718,7 @@ TEST_CASE("Redis faults: during a 2 s outage the open breaker answers at once (p
     bool allDegraded = true;
     const auto until = SteadyTime::now() + 2s;
     for (std::size_t i = 0; SteadyTime::now() < until && latencies.size() < 40'000; ++i) {
-        const std::string key = rltest::numbered("k", i % 64);
+        const std::string key = "k" + std::to_string(i % 64);
         const auto t0 = SteadyTime::now();
         const Decision d = i % 2 == 0 ? closed.tryAcquire(key, 1) : fallback.tryAcquire(key, 1);
         latencies.push_back((SteadyTime::now() - t0).count());
@@ -1010,7 +1009,7 @@ TEST_CASE("Redis faults: at maxmemory refusals still answer from Redis, admissio
 
     // An admission would need a write: a store error, not a free pass through Redis.
     for (int i = 0; i < 20; ++i) {
-        const Decision d = open.tryAcquire(rltest::numbered("fresh", i), 1);
+        const Decision d = open.tryAcquire("fresh" + std::to_string(i), 1);
         INFO(show(d));
         CHECK(d.degraded);
         CHECK((d.allowed && d.remaining == 2));  // fail open

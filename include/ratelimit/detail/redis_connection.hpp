@@ -161,7 +161,7 @@ public:
         c->fd_ = ::socket(addr.address.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         c->reader_ = redisReaderCreate();
         if (c->fd_ < 0 || c->reader_ == nullptr) {
-            status = {StoreError::kUnreachable, "socket: " + errorText(errno)};
+            status = {StoreError::kUnreachable, errorText("socket", errno)};
             return nullptr;
         }
         if (addr.tcp) {
@@ -171,7 +171,7 @@ public:
         // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast): the sockets API's type
         if (::connect(c->fd_, reinterpret_cast<const sockaddr*>(&addr.address), addr.length) != 0) {
             if (errno != EINPROGRESS && errno != EAGAIN) {
-                status = {StoreError::kUnreachable, "connect: " + errorText(errno)};
+                status = {StoreError::kUnreachable, errorText("connect", errno)};
                 return nullptr;
             }
             if (!c->waitFor(POLLOUT, deadline)) {
@@ -182,7 +182,7 @@ public:
             socklen_t len = sizeof err;
             ::getsockopt(c->fd_, SOL_SOCKET, SO_ERROR, &err, &len);
             if (err != 0) {
-                status = {StoreError::kUnreachable, "connect: " + errorText(err)};
+                status = {StoreError::kUnreachable, errorText("connect", err)};
                 return nullptr;
             }
         }
@@ -232,7 +232,7 @@ public:
                 continue;
             }
             status = {sent == 0 ? StoreError::kClosed : StoreError::kOutcomeUnknown,
-                      "send: " + errorText(errno)};
+                      errorText("send", errno)};
             return false;
         }
         return true;
@@ -275,9 +275,9 @@ public:
             if (n < 0 && (errno == EINTR || wouldBlock(errno))) {
                 continue;
             }
-            status = {StoreError::kOutcomeUnknown,
-                      n == 0 ? std::string("connection closed by the server")
-                             : "recv: " + errorText(errno)};
+            status = {
+                StoreError::kOutcomeUnknown,
+                n == 0 ? std::string("connection closed by the server") : errorText("recv", errno)};
             return nullptr;
         }
     }
@@ -305,12 +305,13 @@ public:
 private:
     RedisConnection() = default;
 
-    static std::string errorText(int err) {
+    /// "<what>: <the system's text for err>".
+    static std::string errorText(std::string_view what, int err) {
         constexpr std::size_t kLength = 128;
         std::array<char, kLength> buffer{};
         // GNU strerror_r may return a static string instead of filling the buffer.
         const char* const text = ::strerror_r(err, buffer.data(), buffer.size());
-        return {text};
+        return std::string(what).append(": ").append(text);
     }
 
     /// The parts not yet written, the first one from where the last write stopped.

@@ -101,8 +101,9 @@ private:
                 return c;
             }
             if (poolFree_.wait_until(lock, deadline) == std::cv_status::timeout) {
-                status = {StoreError::kTimeout, "all " + std::to_string(options_.poolSize) +
-                                                    " connections stayed busy until the deadline"};
+                status = {StoreError::kTimeout,
+                          joined({"all ", Decimal(options_.poolSize),
+                                  " connections stayed busy until the deadline"})};
                 return nullptr;
             }
         }

@@ -21,15 +21,20 @@ namespace detail {
     throw std::invalid_argument(std::string("ratelimit: ").append(message));
 }
 
-/// The same with a message written in pieces (`{"Limit.count is ", Decimal(c), ", not 0"}`),
-/// joined here: the call sites, many and on construction paths, stay one call each instead of
-/// a chain of string concatenations the compiler expands at every one of them.
-[[noreturn]] inline void throwInvalidArgument(std::initializer_list<std::string_view> pieces) {
+/// A message written in pieces (`{"Limit.count is ", Decimal(c), ", not 0"}`), joined: each
+/// call site, many of them on construction paths, stays one call instead of a chain of string
+/// concatenations the compiler expands at every one of them.
+inline std::string joined(std::initializer_list<std::string_view> pieces) {
     std::string message;
     for (const std::string_view piece : pieces) {
         message.append(piece);
     }
-    throwInvalidArgument(message);
+    return message;
+}
+
+/// `throwInvalidArgument` of the `joined` pieces.
+[[noreturn]] inline void throwInvalidArgument(std::initializer_list<std::string_view> pieces) {
+    throwInvalidArgument(joined(pieces));
 }
 
 /// An integer in decimal, for messages, without an allocation.
@@ -46,15 +51,14 @@ private:
     /// One conversion, of |value| as an unsigned 64-bit value, serves every type: `bits` holds
     /// the value's two's complement bits (so an unsigned value above 2^63 passes unchanged).
     Decimal(std::int64_t bits, bool negative) noexcept {
-        const auto magnitude = negative ? 0 - static_cast<std::uint64_t>(bits)
-                                        : static_cast<std::uint64_t>(bits);
+        const auto magnitude =
+            negative ? 0 - static_cast<std::uint64_t>(bits) : static_cast<std::uint64_t>(bits);
         char* begin = digits_.data();
         if (negative) {
             *begin++ = '-';
         }
         size_ = static_cast<std::size_t>(
-            std::to_chars(begin, digits_.data() + digits_.size(), magnitude).ptr -
-            digits_.data());
+            std::to_chars(begin, digits_.data() + digits_.size(), magnitude).ptr - digits_.data());
     }
 
     static constexpr std::size_t kDigits = 24;  // a sign and 20 digits fit

@@ -224,7 +224,8 @@ public:
             detail::throwInvalidArgument("ClientIdentityOptions." + what);
         };
         if (options_.ipv6Prefix < 1 || options_.ipv6Prefix > 128) {
-            fail("ipv6Prefix must be in 1..128 (got " + std::to_string(options_.ipv6Prefix) + ")");
+            fail(detail::joined(
+                {"ipv6Prefix must be in 1..128 (got ", detail::Decimal(options_.ipv6Prefix), ")"}));
         }
         if (options_.ipv6AggregatePrefix < 0 ||
             options_.ipv6AggregatePrefix > options_.ipv6Prefix) {
@@ -232,7 +233,8 @@ public:
                  std::to_string(options_.ipv6AggregatePrefix) + ")");
         }
         if (options_.trustedHops < 0 || options_.trustedHops > 32) {
-            fail("trustedHops must be in 0..32 (got " + std::to_string(options_.trustedHops) + ")");
+            fail(detail::joined({"trustedHops must be in 0..32 (got ",
+                                 detail::Decimal(options_.trustedHops), ")"}));
         }
         const bool byNetwork = !trusted_.empty();
         const bool byHops = options_.trustedHops > 0;
@@ -386,9 +388,12 @@ private:
 
     static std::string addressKey(const IpAddress& a, int ipv6Prefix) {
         if (a.isV4()) {
-            return "ip4:" + a.toString();
+            return std::string("ip4:").append(a.toString());
         }
-        return "ip6:" + a.masked(ipv6Prefix).toString() + "/" + std::to_string(ipv6Prefix);
+        return std::string("ip6:")
+            .append(a.masked(ipv6Prefix).toString())
+            .append("/")
+            .append(detail::Decimal(ipv6Prefix));
     }
 
     ClientIdentityOptions options_;

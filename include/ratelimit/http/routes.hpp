@@ -158,8 +158,8 @@ public:
         rule.limit.validate();
         const std::int64_t most = capacity(rule.algorithm, rule.limit);
         if (rule.cost < 0 || rule.cost > most) {
-            fail("RouteRule.cost must be in 0.." + std::to_string(most) + " (got " +
-                 std::to_string(rule.cost) + ")");
+            fail(detail::joined({"RouteRule.cost must be in 0..", detail::Decimal(most), " (got ",
+                                 detail::Decimal(rule.cost), ")"}));
         }
         if (conflictsWithOthers(rule)) {
             fail("rules named '" + rule.name + "'" +

@@ -363,42 +363,51 @@ private:
 };
 
 inline RedisStorage::RedisStorage(Options options) {
-    const auto bad = [](const std::string& what) {
-        detail::throwInvalidArgument("RedisStorage::Options." + what);
+    // "RedisStorage::Options.<field> ... (got <value><unit>)".
+    const auto bad = [](std::string_view field, std::string_view rule, auto value,
+                        std::string_view unit = "") {
+        detail::throwInvalidArgument({"RedisStorage::Options.", field, " ", rule, " (got ",
+                                      detail::Decimal(value), unit, ")"});
     };
     constexpr int kMaxPort = 65535;
     if (options.unixSocket.empty() && (options.port < 1 || options.port > kMaxPort)) {
-        bad("port must be in 1..65535 (got " + std::to_string(options.port) + ")");
+        bad("port", "must be in 1..65535", options.port);
     }
     if (options.unixSocket.empty() && options.host.empty()) {
-        bad("host must not be empty without a unixSocket");
+        detail::throwInvalidArgument(
+            "RedisStorage::Options.host must not be empty without a "
+            "unixSocket");
     }
     if (options.database < 0) {
-        bad("database must be >= 0 (got " + std::to_string(options.database) + ")");
+        bad("database", "must be >= 0", options.database);
     }
     if (options.timeout < std::chrono::milliseconds{1} ||
         options.timeout > std::chrono::minutes{1}) {
-        bad("timeout must be in 1ms..1min (got " + std::to_string(options.timeout.count()) + "ms)");
+        bad("timeout", "must be in 1ms..1min", options.timeout.count(), "ms");
     }
     if (options.poolSize < 1 || options.poolSize > 1024) {
-        bad("poolSize must be in 1..1024 (got " + std::to_string(options.poolSize) + ")");
+        bad("poolSize", "must be in 1..1024", options.poolSize);
     }
     if (options.keyPrefix.find_first_of("{}") != std::string::npos) {
-        bad("keyPrefix must not contain '{' or '}' (got \"" + options.keyPrefix + "\")");
+        detail::throwInvalidArgument(
+            {"RedisStorage::Options.keyPrefix must not contain '{' or "
+             "'}' (got \"",
+             options.keyPrefix, "\")"});
     }
     if (options.breakerBackoff < std::chrono::milliseconds{1} ||
         options.breakerMaxBackoff < options.breakerBackoff) {
-        bad("breakerBackoff must be >= 1ms and <= breakerMaxBackoff");
+        detail::throwInvalidArgument(
+            "RedisStorage::Options.breakerBackoff must be >= 1ms and <= "
+            "breakerMaxBackoff");
     }
     if (options.fallbackMaxKeys < 1) {
-        bad("fallbackMaxKeys must be >= 1");
+        detail::throwInvalidArgument("RedisStorage::Options.fallbackMaxKeys must be >= 1");
     }
     if (options.pipelineConnections < 1 || options.pipelineConnections > 1024) {
-        bad("pipelineConnections must be in 1..1024 (got " +
-            std::to_string(options.pipelineConnections) + ")");
+        bad("pipelineConnections", "must be in 1..1024", options.pipelineConnections);
     }
     if (options.maxPipeline < 1 || options.maxPipeline > 65536) {
-        bad("maxPipeline must be in 1..65536 (got " + std::to_string(options.maxPipeline) + ")");
+        bad("maxPipeline", "must be in 1..65536", options.maxPipeline);
     }
     shared_ = std::make_shared<detail::RedisShared>(std::move(options));
 }
