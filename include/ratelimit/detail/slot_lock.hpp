@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include <ratelimit/detail/inline.hpp>
 #include <ratelimit/detail/thread_annotations.hpp>
 
 namespace ratelimit {
@@ -16,19 +17,8 @@ class RATELIMIT_CAPABILITY("mutex") SlotLock {
 public:
     void lock() noexcept RATELIMIT_ACQUIRE() {
         std::uint32_t expected = 0;
-        if (state_.compare_exchange_strong(expected, 1, std::memory_order_acquire)) {
-            return;
-        }
-        for (int spin = 0; spin < kSpins; ++spin) {
-            pause();
-            expected = 0;
-            if (state_.load(std::memory_order_relaxed) == 0 &&
-                state_.compare_exchange_weak(expected, 1, std::memory_order_acquire)) {
-                return;
-            }
-        }
-        while (state_.exchange(2, std::memory_order_acquire) != 0) {
-            state_.wait(2, std::memory_order_relaxed);
+        if (!state_.compare_exchange_strong(expected, 1, std::memory_order_acquire)) {
+            lockContended();
         }
     }
 
@@ -39,12 +29,30 @@ public:
 
     void unlock() noexcept RATELIMIT_RELEASE() {
         if (state_.exchange(0, std::memory_order_release) == 2) {
-            state_.notify_one();
+            wake();
         }
     }
 
 private:
     static constexpr int kSpins = 100;
+
+    // The spin and the wait, out of line: the lock sites on the table's paths inline only the
+    // uncontended compare-and-swap.
+    RATELIMIT_COLD void lockContended() noexcept {
+        for (int spin = 0; spin < kSpins; ++spin) {
+            pause();
+            std::uint32_t expected = 0;
+            if (state_.load(std::memory_order_relaxed) == 0 &&
+                state_.compare_exchange_weak(expected, 1, std::memory_order_acquire)) {
+                return;
+            }
+        }
+        while (state_.exchange(2, std::memory_order_acquire) != 0) {
+            state_.wait(2, std::memory_order_relaxed);
+        }
+    }
+
+    RATELIMIT_COLD void wake() noexcept { state_.notify_one(); }
 
     static void pause() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
