@@ -48,9 +48,8 @@ using MemorySlidingLog = ratelimit::SlidingLog<ratelimit::MemoryStorage, Clock>;
 using MemorySlidingCounter = ratelimit::SlidingCounter<ratelimit::MemoryStorage, Clock>;
 using MemoryTokenBucket = ratelimit::TokenBucket<ratelimit::MemoryStorage, Clock>;
 using MemoryLeakyBucket = ratelimit::LeakyBucket<ratelimit::MemoryStorage, Clock>;
-/// The five public limiters over the memory storage, for TEMPLATE_LIST_TEST_CASE.
-using MemoryLimiters = std::tuple<MemoryFixedWindow, MemorySlidingLog, MemorySlidingCounter,
-                                  MemoryTokenBucket, MemoryLeakyBucket>;
+/// The five limiters over the memory storage, for TEMPLATE_LIST_TEST_CASE.
+using MemoryLimiters = LimitersOver<ratelimit::MemoryStorage, Clock>::type;
 
 /// One tick of `ManualClock`.
 inline constexpr Nanos kTick{1};

@@ -206,11 +206,7 @@ private:
     int limiters_ = 0;
 };
 
-using RedisLimiters = std::tuple<ratelimit::FixedWindow<ratelimit::RedisStorage, Clock>,
-                                 ratelimit::SlidingLog<ratelimit::RedisStorage, Clock>,
-                                 ratelimit::SlidingCounter<ratelimit::RedisStorage, Clock>,
-                                 ratelimit::TokenBucket<ratelimit::RedisStorage, Clock>,
-                                 ratelimit::LeakyBucket<ratelimit::RedisStorage, Clock>>;
+using RedisLimiters = LimitersOver<ratelimit::RedisStorage, Clock>::type;
 
 }  // namespace ratelimit_test
 

@@ -7,8 +7,11 @@
 
 #include <cstdint>
 #include <string_view>
+#include <tuple>
+#include <type_traits>
 #include <utility>
 
+#include <ratelimit/algorithms/algorithm.hpp>
 #include <ratelimit/clock.hpp>
 #include <ratelimit/decision.hpp>
 #include <ratelimit/limit.hpp>
@@ -16,11 +19,15 @@
 #include <ratelimit/options.hpp>
 #include <ratelimit/storage/memory.hpp>
 
-/// The five models, for TEMPLATE_TEST_CASE (whose names then end in the model's name).
+/// The five models, for TEMPLATE_TEST_CASE (whose names then end in the model's name): the
+/// library's list, `ratelimit::AlgorithmModels`, spelled out (the static_assert below keeps the
+/// two the same).
 // NOLINTNEXTLINE(cppcoreguidelines-macro-usage): a type list for Catch2's variadic macro
 #define RATELIMIT_TEST_MODELS                                                                \
     ratelimit::FixedWindowModel, ratelimit::SlidingLogModel, ratelimit::SlidingCounterModel, \
         ratelimit::TokenBucketModel, ratelimit::LeakyBucketModel
+static_assert(std::is_same_v<std::tuple<RATELIMIT_TEST_MODELS>, ratelimit::AlgorithmModels>,
+              "RATELIMIT_TEST_MODELS lists the library's algorithm models, in order");
 
 namespace ratelimit_test {
 
@@ -29,6 +36,15 @@ using ratelimit::Limit;
 using ratelimit::LimiterOptions;
 using ratelimit::ManualClock;
 using ratelimit::MemoryStorage;
+
+/// The limiters of every model of `ratelimit::AlgorithmModels` over `Storage` and `Clock`, as a
+/// type list for TEMPLATE_LIST_TEST_CASE.
+template <class Storage, class Clock, class Models = ratelimit::AlgorithmModels>
+struct LimitersOver;
+template <class Storage, class Clock, class... Models>
+struct LimitersOver<Storage, Clock, std::tuple<Models...>> {
+    using type = std::tuple<ratelimit::Limiter<Models, Storage, Clock>...>;
+};
 
 /// The limiter of `Model` over the memory storage, driven by a ManualClock.
 template <class Model>

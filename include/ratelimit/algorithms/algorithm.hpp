@@ -23,8 +23,8 @@
 namespace ratelimit {
 inline namespace v1 {
 
-/// The library's algorithm models, in the order of `Algorithm`'s values. (Test suites run
-/// their checks over it with Catch2's `TEMPLATE_LIST_TEST_CASE`.)
+/// The library's algorithm models, in the order of `Algorithm`'s values: a type list to run
+/// code over every algorithm (the tests build their limiter lists from it).
 using AlgorithmModels = std::tuple<FixedWindowModel, SlidingLogModel, SlidingCounterModel,
                                    TokenBucketModel, LeakyBucketModel>;
 

@@ -20,8 +20,8 @@ inline namespace v1 {
 ///
 /// State: runs of (time, count), oldest first, merged when times are equal. At most
 /// `Quota::maxRunsPerKey` runs: beyond it the two oldest merge at the later one's time, so
-/// their entries expire later, never earlier (conservative: it never over-admits). 32 bytes
-/// plus 16 per run.
+/// their entries expire later, never earlier (conservative: it never over-admits). 24 bytes
+/// (a vector) plus 16 per run.
 /// Thread safety: stateless; `step` is a pure function of its arguments.
 struct SlidingLogModel {
     static constexpr std::string_view kName = "sliding_log";
