@@ -48,6 +48,7 @@
 
 #include "support/catch.hpp"
 #include "support/redis_server.hpp"
+#include "support/redis_storage_support.hpp"
 #include "support/redis_test_server.hpp"
 
 namespace {
@@ -73,37 +74,9 @@ using Window = ratelimit::FixedWindow<RedisStorage>;
 
 using ratelimit_test::startServer;
 
-rt::RedisContextPtr connectTo(const rt::RedisServer& server) {
-    rt::RedisContextPtr c{server.connect()};
-    REQUIRE(c != nullptr);
-    INFO(c->errstr);
-    REQUIRE(c->err == 0);
-    return c;
-}
-
-LimiterOptions limiterOptions(std::string name, FailurePolicy policy) {
-    LimiterOptions o;
-    o.name = std::move(name);
-    o.failurePolicy = policy;
-    return o;
-}
-
-std::string show(const Decision& d) {
-    std::ostringstream out;
-    out << "{allowed=" << d.allowed << " limit=" << d.limit << " remaining=" << d.remaining
-        << " retryAfter="
-        << (d.never() ? std::string("never") : std::to_string(d.retryAfter.count()) + "ns")
-        << " resetAfter=" << d.resetAfter.count() << "ns degraded=" << d.degraded << "}";
-    return out.str();
-}
-
-std::string show(const RedisStats& s) {
-    std::ostringstream out;
-    out << "{requests=" << s.requests << " scriptResends=" << s.scriptResends
-        << " connectsOpened=" << s.connectsOpened << " failures=" << s.failures
-        << " shortCircuited=" << s.shortCircuited << "}";
-    return out.str();
-}
+using ratelimit_test::connectTo;
+using ratelimit_test::describe;
+using ratelimit_test::limiterOptions;
 
 /// Calls that went to the server and failed (not answered by the open breaker).
 std::uint64_t failedWithIo(const RedisStats& s) { return s.failures - s.shortCircuited; }
@@ -181,7 +154,7 @@ Thrown thrownBy(L& limiter, std::string_view key, std::int64_t cost = 1) {
     Thrown t;
     try {
         const Decision d = limiter.tryAcquire(key, cost);
-        t.what = show(d);
+        t.what = describe(d);
     } catch (const StoreException& e) {
         t.code = std::string(ratelimit::toString(e.code()));
         t.what = e.what();
@@ -370,7 +343,8 @@ TEST_CASE("Redis faults: a server killed under 8 threads writing 64 KiB keys",
             const bool open = i % 2 == 0;
             const auto violation = [&](const std::string& what, const Decision& d) {
                 if (w.firstViolation.empty()) {
-                    w.firstViolation = "thread " + std::to_string(i) + ": " + what + " " + show(d);
+                    w.firstViolation =
+                        "thread " + std::to_string(i) + ": " + what + " " + describe(d);
                 }
             };
             // The last `remaining`, or -1 when unknown (`remaining` is never negative). Not an
@@ -460,7 +434,7 @@ TEST_CASE("Redis faults: a server killed under 8 threads writing 64 KiB keys",
     finish();
 
     const RedisStats stats = storage.stats();
-    INFO(show(stats));
+    INFO(describe(stats));
     INFO(hook.describe());
     INFO("recovery took " << std::chrono::duration_cast<std::chrono::milliseconds>(recovery).count()
                           << " ms");
@@ -530,7 +504,7 @@ TEST_CASE("Redis faults: after a server restart, idle pooled connections cost no
         t.join();
     }
     const RedisStats warm = storage.stats();
-    INFO("after warm-up " << show(warm));
+    INFO("after warm-up " << describe(warm));
     REQUIRE(degraded.load() == 0);
     REQUIRE(warm.connectsOpened >= 2);
 
@@ -552,7 +526,7 @@ TEST_CASE("Redis faults: after a server restart, idle pooled connections cost no
     const auto took =
         std::chrono::duration_cast<std::chrono::milliseconds>(SteadyTime::now() - restarted);
     const RedisStats after = storage.stats();
-    INFO("after restart " << show(after) << ", " << calls << " calls, " << took.count()
+    INFO("after restart " << describe(after) << ", " << calls << " calls, " << took.count()
                           << " ms to the first Redis decision");
     INFO(hook.describe());
     REQUIRE(recovered);
@@ -591,7 +565,7 @@ TEST_CASE("Redis faults: a paused server: calls keep their deadline, late replie
                  limiterOptions("after", FailurePolicy::kFailClosed)};
 
     const Decision warm = paused.tryAcquire("warm", 1);
-    INFO(show(warm));
+    INFO(describe(warm));
     REQUIRE_FALSE(warm.degraded);
     REQUIRE(later.tryAcquire("warm", 1).remaining == 6);
     const RedisStats before = storage.stats();
@@ -621,7 +595,7 @@ TEST_CASE("Redis faults: a paused server: calls keep their deadline, late replie
         if (!(d.degraded && d.allowed && d.limit == 10 && d.remaining == 7 &&
               d.resetAfter == 0ns) &&
             wrong.empty()) {
-            wrong = pausedKeys.back() + ": " + show(d);
+            wrong = pausedKeys.back() + ": " + describe(d);
         }
         std::this_thread::sleep_for(2ms);
     }
@@ -630,7 +604,7 @@ TEST_CASE("Redis faults: a paused server: calls keep their deadline, late replie
 
     INFO("slowest call while paused: "
          << std::chrono::duration_cast<std::chrono::microseconds>(slowest).count() << " us");
-    INFO(show(duringPause));
+    INFO(describe(duringPause));
     CHECK(wrong.empty());
     CHECK(slowest < 200ms);
     // Probes went to the server (and timed out); the rest were answered by the breaker.
@@ -650,21 +624,21 @@ TEST_CASE("Redis faults: a paused server: calls keep their deadline, late replie
         },
         10s);
     REQUIRE(back);
-    INFO(show(*firstBack));
+    INFO(describe(*firstBack));
     CHECK((firstBack->allowed && firstBack->limit == 7 && firstBack->remaining == 5));
     const Decision next = later.tryAcquire("warm", 1);
-    INFO(show(next));
+    INFO(describe(next));
     CHECK((!next.degraded && next.allowed && next.limit == 7 && next.remaining == 4));
     // Then distinct keys: each must get the fresh-key decision of *its* limiter.
     for (int i = 0; i < 40; ++i) {
         const Decision a = later.tryAcquire("q" + std::to_string(i), 2);
         const Decision b = paused.tryAcquire("r" + std::to_string(i), 1);
-        INFO("q" << i << " " << show(a) << " r" << i << " " << show(b));
+        INFO("q" << i << " " << describe(a) << " r" << i << " " << describe(b));
         CHECK((!a.degraded && a.allowed && a.limit == 7 && a.remaining == 5));
         CHECK((!b.degraded && b.allowed && b.limit == 10 && b.remaining == 9));
     }
     const RedisStats end = storage.stats();
-    INFO(show(end));
+    INFO(describe(end));
     CHECK(end.connectsOpened > before.connectsOpened);  // the timed-out connections were replaced
     CHECK(end.scriptResends == before.scriptResends);
 
@@ -674,7 +648,7 @@ TEST_CASE("Redis faults: a paused server: calls keep their deadline, late replie
     pausedKeys.emplace_back("p-throw");
     for (const std::string& key : pausedKeys) {
         const Decision d = paused.peek(key, 0);
-        INFO(key << " " << show(d));
+        INFO(key << " " << describe(d));
         REQUIRE_FALSE(d.degraded);
         CHECK((d.remaining == 10 || d.remaining == 7));
         ran += d.remaining == 7 ? 1U : 0U;
@@ -774,7 +748,7 @@ TEMPLATE_TEST_CASE("Redis faults: each failure policy's exact decision",
                   limiterOptions("open", FailurePolicy::kFailOpen)};
         for (int i = 0; i < 6; ++i) {  // nothing is counted: the same answer every time
             const Decision d = l.tryAcquire("k", 3);
-            INFO(show(d));
+            INFO(describe(d));
             CHECK(d.degraded);
             CHECK(d.allowed);
             CHECK(d.limit == lim);
@@ -783,7 +757,7 @@ TEMPLATE_TEST_CASE("Redis faults: each failure policy's exact decision",
             CHECK(d.resetAfter == 0ns);
         }
         const Decision over = l.tryAcquire("k", lim + 1);
-        INFO(show(over));
+        INFO(describe(over));
         CHECK(over.degraded);
         CHECK_FALSE(over.allowed);
         CHECK(over.never());
@@ -794,7 +768,7 @@ TEMPLATE_TEST_CASE("Redis faults: each failure policy's exact decision",
         Limiter l{limit, storage, RedisServerClock{},
                   limiterOptions("closed", FailurePolicy::kFailClosed)};
         const Decision first = l.tryAcquire("k", 1);
-        INFO(show(first));
+        INFO(describe(first));
         CHECK(first.degraded);
         CHECK_FALSE(first.allowed);
         CHECK(first.limit == lim);
@@ -803,7 +777,7 @@ TEMPLATE_TEST_CASE("Redis faults: each failure policy's exact decision",
         CHECK(first.retryAfter <= 20ms);  // the first backoff
         for (int i = 0; i < 5; ++i) {
             const Decision d = l.tryAcquire("k", 1);
-            INFO(show(d));
+            INFO(describe(d));
             CHECK(d.degraded);
             CHECK_FALSE(d.allowed);
             CHECK(d.retryAfter > 0ns);
@@ -815,14 +789,14 @@ TEMPLATE_TEST_CASE("Redis faults: each failure policy's exact decision",
         breakerTime.advance(waiting.retryAfter);
         const Decision probe = l.tryAcquire("k", 1);
         const RedisStats after = storage.stats();
-        INFO(show(before) << " -> " << show(after) << "; " << show(probe));
+        INFO(describe(before) << " -> " << describe(after) << "; " << describe(probe));
         CHECK(after.shortCircuited - before.shortCircuited == 1);  // only `waiting`
         CHECK(failedWithIo(after) - failedWithIo(before) == 1);    // `probe` tried
         CHECK_FALSE(probe.allowed);
         CHECK(probe.retryAfter > 0ns);
         CHECK(probe.retryAfter <= 40ms);  // doubled
         const Decision over = l.tryAcquire("k", lim + 1);
-        INFO(show(over));
+        INFO(describe(over));
         CHECK(over.degraded);
         CHECK_FALSE(over.allowed);
         CHECK(over.never());
@@ -842,7 +816,7 @@ TEMPLATE_TEST_CASE("Redis faults: each failure policy's exact decision",
         for (std::int64_t i = 0; i <= lim; ++i) {
             const Decision d = l.tryAcquire("k", 1);
             const Decision m = memory.tryAcquire("k", 1);
-            INFO("call " << i + 1 << ": fallback " << show(d) << " memory " << show(m));
+            INFO("call " << i + 1 << ": fallback " << describe(d) << " memory " << describe(m));
             CHECK(d.degraded);
             CHECK(d.allowed == (i < lim));  // the (limit+1)th is refused
             CHECK(d.allowed == m.allowed);
@@ -852,7 +826,7 @@ TEMPLATE_TEST_CASE("Redis faults: each failure policy's exact decision",
             CHECK(near(d.resetAfter, m.resetAfter));
         }
         const Decision over = l.tryAcquire("other", lim + 1);
-        INFO(show(over));
+        INFO(describe(over));
         CHECK(over.degraded);
         CHECK_FALSE(over.allowed);
         CHECK(over.never());
@@ -897,7 +871,7 @@ TEST_CASE("Redis faults: after SCRIPT FLUSH the next call resends the script onc
                    limiterOptions("flush", FailurePolicy::kFailOpen)};
 
     Decision d = limiter.tryAcquire("k", 2);  // the script is not cached yet: EVALSHA, EVAL
-    INFO(show(d));
+    INFO(describe(d));
     REQUIRE_FALSE(d.degraded);
     CHECK(d.remaining == 8);
     d = limiter.tryAcquire("k", 2);
@@ -913,7 +887,7 @@ TEST_CASE("Redis faults: after SCRIPT FLUSH the next call resends the script onc
 
     d = limiter.tryAcquire("k", 2);
     const RedisStats after = storage.stats();
-    INFO(show(d) << " " << show(before) << " -> " << show(after));
+    INFO(describe(d) << " " << describe(before) << " -> " << describe(after));
     CHECK_FALSE(d.degraded);
     CHECK(d.allowed);
     CHECK(d.remaining == 4);  // ran once: the NOSCRIPT EVALSHA did not run, nothing was reset
@@ -960,12 +934,12 @@ TEST_CASE("Redis faults: at maxmemory refusals still answer from Redis, admissio
     // Exhaust "hot" while there is memory.
     for (int i = 0; i < 3; ++i) {
         const Decision d = open.tryAcquire("hot", 1);
-        INFO(show(d));
+        INFO(describe(d));
         REQUIRE((!d.degraded && d.allowed));
     }
     const Decision refused = open.tryAcquire("hot", 1);
     const auto refusedAt = SteadyTime::now();
-    INFO("before the fill " << show(refused));
+    INFO("before the fill " << describe(refused));
     REQUIRE((!refused.degraded && !refused.allowed));
     REQUIRE(refused.retryAfter > 1000s);  // 20 minutes per token
 
@@ -996,7 +970,7 @@ TEST_CASE("Redis faults: at maxmemory refusals still answer from Redis, admissio
     // A refusal is answered by Redis, with the right wait; so is a cost that can never pass.
     const Decision still = open.tryAcquire("hot", 1);
     const auto elapsed = SteadyTime::now() - refusedAt;
-    INFO("at maxmemory " << show(still));
+    INFO("at maxmemory " << describe(still));
     CHECK_FALSE(still.degraded);
     CHECK_FALSE(still.allowed);
     CHECK(still.limit == 3);
@@ -1010,7 +984,7 @@ TEST_CASE("Redis faults: at maxmemory refusals still answer from Redis, admissio
     // An admission would need a write: a store error, not a free pass through Redis.
     for (int i = 0; i < 20; ++i) {
         const Decision d = open.tryAcquire("fresh" + std::to_string(i), 1);
-        INFO(show(d));
+        INFO(describe(d));
         CHECK(d.degraded);
         CHECK((d.allowed && d.remaining == 2));  // fail open
     }
@@ -1020,7 +994,7 @@ TEST_CASE("Redis faults: at maxmemory refusals still answer from Redis, admissio
     const Decision again = open.tryAcquire("hot", 1);
     CHECK((!again.degraded && !again.allowed));
     const RedisStats atOom = storage.stats();
-    INFO(show(filled) << " -> " << show(atOom));
+    INFO(describe(filled) << " -> " << describe(atOom));
     CHECK(atOom.shortCircuited == filled.shortCircuited);
     CHECK(atOom.failures - filled.failures == 21);
     INFO(hook.describe());
@@ -1031,10 +1005,10 @@ TEST_CASE("Redis faults: at maxmemory refusals still answer from Redis, admissio
         REQUIRE(rt::command(raw.get(), {"DEL", "fill:" + std::to_string(i)}) != nullptr);
     }
     const Decision fresh = open.tryAcquire("fresh0", 1);
-    INFO(show(fresh));
+    INFO(describe(fresh));
     CHECK((!fresh.degraded && fresh.allowed && fresh.remaining == 2));
     const Decision hot = open.tryAcquire("hot", 1);
-    INFO(show(hot));
+    INFO(describe(hot));
     CHECK((!hot.degraded && !hot.allowed && hot.retryAfter > 1000s));
 }
 
@@ -1074,7 +1048,7 @@ TEST_CASE("Redis faults: a wrong password is kAuth, reported, never thrown at co
                     limiterOptions("auth", FailurePolicy::kFailOpen)};
         CHECK_THROWN(thrownBy(thrower, "k"), "auth");
         const Decision d = open.tryAcquire("k", 1);
-        INFO(show(d));
+        INFO(describe(d));
         CHECK((d.degraded && d.allowed && d.remaining == 4));
         INFO(hook.describe());
         const std::vector<StoreEvent> events = hook.events();
@@ -1117,7 +1091,7 @@ TEST_CASE("Redis faults: a wrong password is kAuth, reported, never thrown at co
             Bucket l{limit, storage, RedisServerClock{},
                      limiterOptions("auth", FailurePolicy::kThrow)};
             const Decision d = l.tryAcquire("k-" + user, 1);
-            INFO(user << " " << show(d));
+            INFO(user << " " << describe(d));
             CHECK((!d.degraded && d.allowed && d.remaining == 4));
         }
         const rt::RedisContextPtr raw = connectTo(*server);
@@ -1193,11 +1167,11 @@ TEST_CASE("Redis faults: a forked child never uses the parent's connections",
     // The parent's pooled connection still works, in step (no reply for someone else on it).
     for (std::int64_t expected = 6; expected >= 4; --expected) {
         d = limiter.tryAcquire("shared", 1);
-        INFO(show(d));
+        INFO(describe(d));
         CHECK((!d.degraded && d.allowed && d.limit == 10 && d.remaining == expected));
     }
     const RedisStats stats = storage.stats();
-    INFO(show(stats));
+    INFO(describe(stats));
     CHECK(stats.connectsOpened == 1);
     CHECK(stats.failures == 0);
     CHECK(infoNumber(info(raw.get(), "stats"), "total_connections_received:") ==
@@ -1232,7 +1206,7 @@ TEST_CASE("Redis faults: TCP and unix socket servers both work; a closed port is
     for (std::int64_t i = 1; i <= 3; ++i) {
         const Decision x = a.tryAcquire("k", 1);
         const Decision y = b.tryAcquire("k", 1);
-        INFO(show(x) << " " << show(y));
+        INFO(describe(x) << " " << describe(y));
         CHECK((!x.degraded && x.allowed && x.limit == 5 && x.remaining == 5 - i));
         CHECK((!y.degraded && y.allowed && y.limit == 6 && y.remaining == 6 - i));
     }

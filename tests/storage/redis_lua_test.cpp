@@ -384,19 +384,7 @@ struct Differential {
 
         for (int i = 0; i < stepCount; ++i) {
             // Time: mostly forward, sometimes back by up to two periods.
-            const std::int64_t r = uniform(rng, 0, 99);
-            std::int64_t move = 0;
-            if (r < 10) {
-                move = 0;
-            } else if (r < 50) {
-                move = uniform(rng, 0, 3 * interval);
-            } else if (r < 75) {
-                move = uniform(rng, 0, q.period);
-            } else if (r < 88) {
-                move = uniform(rng, 0, 3 * q.period);
-            } else {
-                move = -uniform(rng, 1, 2 * q.period);
-            }
+            std::int64_t move = rt::randomMove(rng, q.period, interval);
             if (t + move > kTimeBound || t + move < -kTimeBound) {
                 move = -move;
             }

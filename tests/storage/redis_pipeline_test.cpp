@@ -30,6 +30,7 @@
 
 #include "support/catch.hpp"
 #include "support/redis_server.hpp"
+#include "support/redis_storage_support.hpp"
 #include "support/redis_test_server.hpp"
 
 namespace {
@@ -51,27 +52,9 @@ using Window = ratelimit::FixedWindow<RedisStorage>;
 
 using ratelimit_test::startServer;
 
-LimiterOptions limiterOptions(std::string name, FailurePolicy policy) {
-    LimiterOptions o;
-    o.name = std::move(name);
-    o.failurePolicy = policy;
-    return o;
-}
-
-std::string show(const Decision& d) {
-    std::ostringstream out;
-    out << "{allowed=" << d.allowed << " limit=" << d.limit << " remaining=" << d.remaining
-        << " degraded=" << d.degraded << "}";
-    return out.str();
-}
-
-std::string show(const RedisStats& s) {
-    std::ostringstream out;
-    out << "{requests=" << s.requests << " writes=" << s.writes
-        << " connectsOpened=" << s.connectsOpened << " failures=" << s.failures
-        << " shortCircuited=" << s.shortCircuited << "}";
-    return out.str();
-}
+using ratelimit_test::connectTo;
+using ratelimit_test::describe;
+using ratelimit_test::limiterOptions;
 
 /// Releases every worker at once.
 class StartLine {
@@ -141,7 +124,7 @@ TEST_CASE("Redis pipeline: 8 threads x 300 calls on one key admit exactly the li
                     admitted.fetch_add(d.allowed ? 1 : 0);
                     degraded.fetch_add(d.degraded ? 1 : 0);
                     if (d.limit != 1000) {
-                        errors.add("a decision of another limit: " + show(d));
+                        errors.add("a decision of another limit: " + describe(d));
                     }
                 } catch (const StoreException& e) {
                     errors.add(std::string("threw: ") + e.what());
@@ -154,7 +137,7 @@ TEST_CASE("Redis pipeline: 8 threads x 300 calls on one key admit exactly the li
         t.join();
     }
     const RedisStats stats = storage.stats();
-    INFO(show(stats));
+    INFO(describe(stats));
     INFO(errors.first());
     CHECK(errors.count() == 0);
     CHECK(degraded.load() == 0);
@@ -202,7 +185,7 @@ TEST_CASE("Redis pipeline: every caller gets its own reply (own limit, own remai
                         errors.add("thread " + std::to_string(t) + " call " + std::to_string(i) +
                                    " cost " + std::to_string(cost) + ": expected limit " +
                                    std::to_string(limit) + " remaining " +
-                                   std::to_string(remaining) + ", got " + show(d));
+                                   std::to_string(remaining) + ", got " + describe(d));
                         return;
                     }
                 } catch (const StoreException& e) {
@@ -217,7 +200,7 @@ TEST_CASE("Redis pipeline: every caller gets its own reply (own limit, own remai
         t.join();
     }
     const RedisStats stats = storage.stats();
-    INFO(show(stats));
+    INFO(describe(stats));
     INFO(errors.first());
     CHECK(errors.count() == 0);
     CHECK(stats.connectsOpened == 1);
@@ -265,7 +248,7 @@ TEST_CASE("Redis pipeline: a server paused under 8 threads: deadlines kept, no s
                 while (took > seen && !slowestUs.compare_exchange_weak(seen, took)) {
                 }
                 if (d.limit != limit) {
-                    errors.add("thread " + std::to_string(t) + " got " + show(d));
+                    errors.add("thread " + std::to_string(t) + " got " + describe(d));
                 }
                 if (!d.degraded) {
                     // A request that timed out may have run: remaining can drop by more than
@@ -306,7 +289,7 @@ TEST_CASE("Redis pipeline: a server paused under 8 threads: deadlines kept, no s
     for (std::thread& t : threads) {
         t.join();
     }
-    INFO(show(before) << " " << show(duringPause) << " " << show(storage.stats()));
+    INFO(describe(before) << " " << describe(duringPause) << " " << describe(storage.stats()));
     INFO(errors.first());
     CHECK(errors.count() == 0);
     CHECK(duringPause.failures > before.failures);  // the pause caught requests in flight
@@ -352,7 +335,7 @@ end)lua";
         const auto t0 = SteadyTime::now();
         try {
             const Decision d = first.tryAcquire("a", 3);
-            firstError = "no exception: " + show(d);
+            firstError = "no exception: " + describe(d);
         } catch (const StoreException& e) {
             firstError = std::string(ratelimit::toString(e.code()));
         }
@@ -380,7 +363,7 @@ end)lua";
     CHECK(firstTook < kTimeout + 200ms);
     INFO(secondError);
     REQUIRE(secondDecision.has_value());
-    INFO(show(*secondDecision));
+    INFO(describe(*secondDecision));
     CHECK((!secondDecision->degraded && secondDecision->allowed && secondDecision->limit == 7 &&
            secondDecision->remaining == 4));
     // A's request went out once: it ran once or not at all, never twice. (A's timeout opened
@@ -395,6 +378,6 @@ end)lua";
         }
     }
     REQUIRE(a.has_value());
-    INFO(show(*a));
+    INFO(describe(*a));
     CHECK((a->remaining == 10 || a->remaining == 7));
 }

@@ -71,12 +71,22 @@ inline ratelimit::RedisStorage::Options storageOptions(const RedisServer& server
 }
 
 /// Limiter options: the test's own name, and failures thrown rather than answered by a
-/// policy, so that a store failure can never pass for a decision.
-inline ratelimit::LimiterOptions limiterOptions(const std::string& name) {
+/// policy (unless the test names one), so that a store failure can never pass for a decision.
+inline ratelimit::LimiterOptions limiterOptions(
+    const std::string& name, FailurePolicy policy = ratelimit::FailurePolicy::kThrow) {
     ratelimit::LimiterOptions o;
     o.name = name;
-    o.failurePolicy = ratelimit::FailurePolicy::kThrow;
+    o.failurePolicy = policy;
     return o;
+}
+
+/// A storage's counters, for failure messages.
+inline std::string describe(const ratelimit::RedisStats& s) {
+    return "{requests=" + std::to_string(s.requests) + " writes=" + std::to_string(s.writes) +
+           " scriptResends=" + std::to_string(s.scriptResends) +
+           " connectsOpened=" + std::to_string(s.connectsOpened) +
+           " failures=" + std::to_string(s.failures) +
+           " shortCircuited=" + std::to_string(s.shortCircuited) + "}";
 }
 
 /// The Redis key of `key` under `Model`, spelled out independently of
