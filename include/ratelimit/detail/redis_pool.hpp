@@ -18,6 +18,7 @@
 #include <ratelimit/detail/fork_watch.hpp>
 #include <ratelimit/detail/redis_connection.hpp>
 #include <ratelimit/detail/redis_pipeline.hpp>
+#include <ratelimit/detail/throw.hpp>
 #include <ratelimit/storage/redis_options.hpp>
 #include <ratelimit/store_error.hpp>
 
