@@ -7,6 +7,9 @@
 namespace ratelimit {
 inline namespace v1 {
 
+/// Whether a step spends the cost it admits (`tryAcquire`) or only reports (`peek`).
+enum class StepMode : bool { kPeek, kConsume };
+
 /// What a limiter answers when its store fails (a shared store such as Redis; the memory
 /// storage never fails). Every answer it makes is marked `Decision::degraded`.
 enum class FailurePolicy {

@@ -3,6 +3,7 @@
 // Everything that needs nothing beyond the standard library. The specific headers
 // (<ratelimit/limiter.hpp>, <ratelimit/algorithms/token_bucket.hpp>, …) compile faster.
 
+#include <ratelimit/algorithms/algorithm.hpp>
 #include <ratelimit/algorithms/fixed_window.hpp>
 #include <ratelimit/algorithms/leaky_bucket.hpp>
 #include <ratelimit/algorithms/model.hpp>
@@ -20,7 +21,9 @@
 #include <ratelimit/http/routes.hpp>
 #include <ratelimit/limit.hpp>
 #include <ratelimit/limiter.hpp>
+#include <ratelimit/memory_options.hpp>
 #include <ratelimit/options.hpp>
+#include <ratelimit/quota.hpp>
 #include <ratelimit/storage/memory.hpp>
 #include <ratelimit/storage/storage.hpp>
 #include <ratelimit/store_error.hpp>

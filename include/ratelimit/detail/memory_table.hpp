@@ -18,16 +18,18 @@
 #include <unistd.h>
 #include <utility>
 
-#include <ratelimit/algorithms/model.hpp>
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/checked_math.hpp>
 #include <ratelimit/detail/inline.hpp>
 #include <ratelimit/detail/short_key_hash.hpp>
 #include <ratelimit/detail/siphash.hpp>
 #include <ratelimit/detail/slot_lock.hpp>
+#include <ratelimit/detail/step.hpp>
 #include <ratelimit/detail/thread_annotations.hpp>
-#include <ratelimit/storage/memory_options.hpp>
-#include <ratelimit/storage/storage.hpp>
+#include <ratelimit/detail/tick_source.hpp>
+#include <ratelimit/memory_options.hpp>
+#include <ratelimit/options.hpp>
+#include <ratelimit/quota.hpp>
 
 namespace ratelimit {
 inline namespace v1 {
@@ -146,7 +148,8 @@ concept HasHeapBound = requires(const Quota& q) {
     { M::heapBytes(q) } -> std::convertible_to<std::size_t>;
 };
 
-template <AlgorithmModel M>
+/// `M` is an `AlgorithmModel` (algorithms/model.hpp; the storage checks it).
+template <class M>
 class MemoryTable final : public MemoryTableBase {
 public:
     MemoryTable(std::shared_ptr<MemoryKeyspace> keyspace, std::string name, const Quota& quota)

@@ -19,7 +19,7 @@
 #include <ratelimit/detail/redis_connection.hpp>
 #include <ratelimit/detail/redis_pipeline.hpp>
 #include <ratelimit/detail/throw.hpp>
-#include <ratelimit/storage/redis_options.hpp>
+#include <ratelimit/redis_options.hpp>
 #include <ratelimit/store_error.hpp>
 
 namespace ratelimit {

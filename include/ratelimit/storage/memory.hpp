@@ -15,8 +15,8 @@
 #include <ratelimit/detail/slot_lock.hpp>
 #include <ratelimit/detail/thread_annotations.hpp>
 #include <ratelimit/detail/throw.hpp>
+#include <ratelimit/memory_options.hpp>
 #include <ratelimit/options.hpp>
-#include <ratelimit/storage/memory_options.hpp>
 #include <ratelimit/storage/storage.hpp>
 
 namespace ratelimit {

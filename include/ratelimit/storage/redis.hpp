@@ -26,8 +26,8 @@
 #include <ratelimit/detail/sha1.hpp>
 #include <ratelimit/detail/throw.hpp>
 #include <ratelimit/options.hpp>
+#include <ratelimit/redis_options.hpp>
 #include <ratelimit/storage/memory.hpp>
-#include <ratelimit/storage/redis_options.hpp>
 #include <ratelimit/storage/storage.hpp>
 #include <ratelimit/store_error.hpp>
 

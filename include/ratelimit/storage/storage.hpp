@@ -8,33 +8,12 @@
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/checked_math.hpp>
 #include <ratelimit/detail/throw.hpp>
+#include <ratelimit/detail/tick_source.hpp>
 #include <ratelimit/options.hpp>
+#include <ratelimit/quota.hpp>
 
 namespace ratelimit {
 inline namespace v1 {
-
-/// Whether a step spends the cost it admits (`tryAcquire`) or only reports (`peek`).
-enum class StepMode : bool { kPeek, kConsume };
-
-namespace detail {
-
-/// A borrowed callable returning the current tick, read by a storage where its answer must be
-/// fresh: around the key's critical section (memory) or just before the request (Redis).
-class TickSource {
-public:
-    template <class F>
-    explicit TickSource(const F& read) noexcept
-        : object_(&read),
-          call_([](const void* o) -> Tick { return (*static_cast<const F*>(o))(); }) {}
-
-    Tick operator()() const { return call_(object_); }
-
-private:
-    const void* object_;
-    Tick (*call_)(const void*);
-};
-
-}  // namespace detail
 
 /// What a limiter needs from a store of per-key state.
 ///
