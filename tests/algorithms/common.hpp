@@ -49,7 +49,7 @@ using MemorySlidingCounter = ratelimit::SlidingCounter<ratelimit::MemoryStorage,
 using MemoryTokenBucket = ratelimit::TokenBucket<ratelimit::MemoryStorage, Clock>;
 using MemoryLeakyBucket = ratelimit::LeakyBucket<ratelimit::MemoryStorage, Clock>;
 /// The five limiters over the memory storage, for TEMPLATE_LIST_TEST_CASE.
-using MemoryLimiters = LimitersOver<ratelimit::MemoryStorage, Clock>::type;
+using MemoryLimiters = LimitersOver<ratelimit::MemoryStorage, Clock>::Type;
 
 /// One tick of `ManualClock`.
 inline constexpr Nanos kTick{1};

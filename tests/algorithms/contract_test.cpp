@@ -16,7 +16,6 @@
 #include <ratelimit/algorithms/token_bucket.hpp>
 
 #include "algorithms/common.hpp"
-#include "algorithms/contract.hpp"
 #include "support/catch.hpp"
 #include "support/limiters.hpp"
 

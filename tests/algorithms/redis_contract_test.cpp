@@ -76,7 +76,7 @@ public:
 
 private:
     struct Call {
-        std::int64_t cost;
+        std::int64_t cost = 0;
         TimePoint at;
     };
 
@@ -102,7 +102,7 @@ private:
     bool persist(std::string_view key, bool wrote, std::chrono::steady_clock::time_point started) {
         const std::string redisKey = redisKeyOf<Model>(prefix_, name_, key);
         const std::int64_t pttl = integerReply(command(raw_, {"EVAL", kPersist, "1", redisKey}));
-        const bool existed = persisted_.count(std::string(key)) != 0;
+        const bool existed = persisted_.contains(std::string(key));
         if (pttl >= 0) {
             persisted_.insert(std::string(key));
             return true;
@@ -206,7 +206,7 @@ private:
     int limiters_ = 0;
 };
 
-using RedisLimiters = LimitersOver<ratelimit::RedisStorage, Clock>::type;
+using RedisLimiters = LimitersOver<ratelimit::RedisStorage, Clock>::Type;
 
 }  // namespace ratelimit_test
 

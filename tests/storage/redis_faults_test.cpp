@@ -58,7 +58,6 @@ using namespace std::chrono_literals;
 using ratelimit::Decision;
 using ratelimit::FailurePolicy;
 using ratelimit::Limit;
-using ratelimit::LimiterOptions;
 using ratelimit::RedisServerClock;
 using ratelimit::RedisStats;
 using ratelimit::RedisStorage;

@@ -40,7 +40,6 @@ using namespace std::chrono_literals;
 using ratelimit::Decision;
 using ratelimit::FailurePolicy;
 using ratelimit::Limit;
-using ratelimit::LimiterOptions;
 using ratelimit::RedisServerClock;
 using ratelimit::RedisStats;
 using ratelimit::RedisStorage;
@@ -52,7 +51,6 @@ using Window = ratelimit::FixedWindow<RedisStorage>;
 
 using ratelimit_test::startServer;
 
-using ratelimit_test::connectTo;
 using ratelimit_test::describe;
 using ratelimit_test::limiterOptions;
 

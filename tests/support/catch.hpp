@@ -24,6 +24,7 @@ namespace ratelimit_test {
 /// Matches a string holding `part` (v2 `Catch::Contains`, v3 `ContainsSubstring`), e.g.
 /// `REQUIRE_THROWS_WITH(f(), Contains("period") && Contains("1500"))`. Named after Catch2's
 /// own matcher factories.
+// NOLINTNEXTLINE(readability-identifier-naming): Catch2's spelling
 inline auto Contains(const std::string& part) {
 #if RATELIMIT_TEST_CATCH3
     return Catch::Matchers::ContainsSubstring(part);

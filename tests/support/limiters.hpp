@@ -43,7 +43,7 @@ template <class Storage, class Clock, class Models = ratelimit::AlgorithmModels>
 struct LimitersOver;
 template <class Storage, class Clock, class... Models>
 struct LimitersOver<Storage, Clock, std::tuple<Models...>> {
-    using type = std::tuple<ratelimit::Limiter<Models, Storage, Clock>...>;
+    using Type = std::tuple<ratelimit::Limiter<Models, Storage, Clock>...>;
 };
 
 /// The limiter of `Model` over the memory storage, driven by a ManualClock.

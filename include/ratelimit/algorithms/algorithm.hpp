@@ -46,13 +46,12 @@ namespace detail {
 
 template <class Model, std::size_t I = 0>
 constexpr std::size_t modelIndex() noexcept {
-    if constexpr (I == kAlgorithmCount) {
-        return I;
-    } else if constexpr (std::is_same_v<Model, std::tuple_element_t<I, AlgorithmModels>>) {
-        return I;
-    } else {
-        return modelIndex<Model, I + 1>();
+    if constexpr (I < kAlgorithmCount) {
+        if constexpr (!std::is_same_v<Model, std::tuple_element_t<I, AlgorithmModels>>) {
+            return modelIndex<Model, I + 1>();
+        }
     }
+    return I;
 }
 
 template <std::size_t I, class F>

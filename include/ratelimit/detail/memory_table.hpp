@@ -299,10 +299,10 @@ private:
     /// What to do with a key's slot once it is found and locked.
     struct Request {
         TickSource clock;
-        Tick now;  ///< read before any lock
-        std::int64_t cost;
-        StepMode mode;
-        Action action;
+        Tick now = 0;  ///< read before any lock
+        std::int64_t cost = 0;
+        StepMode mode = StepMode::kPeek;
+        Action action = Action::kStep;
 
         [[nodiscard]] bool writes() const noexcept {
             return mode == StepMode::kConsume && cost > 0;

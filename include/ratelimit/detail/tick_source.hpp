@@ -18,8 +18,8 @@ public:
     Tick operator()() const { return call_(object_); }
 
 private:
-    const void* object_;
-    Tick (*call_)(const void*);
+    const void* object_ = nullptr;
+    Tick (*call_)(const void*) = nullptr;
 };
 
 }  // namespace detail

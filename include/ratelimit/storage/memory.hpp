@@ -160,7 +160,7 @@ MemoryStorage::Table<M> MemoryStorage::table(const LimiterOptions& options,
         if (q.count != quota.count || q.burst != quota.burst || q.period != quota.period ||
             q.nanosPerTick != quota.nanosPerTick || q.maxRunsPerKey != quota.maxRunsPerKey) {
             detail::throwInvalidArgument({"a ", M::kName, " limiter named \"", options.name,
-                                          "\" already uses this storage with another limit; "
+                                          "\" already uses this storage with another limit; ",
                                           "give each limiter its own name"});
         }
         return Table<M>(std::static_pointer_cast<detail::MemoryTable<M>>(existing));

@@ -58,9 +58,9 @@ struct StorageRange {
     std::string_view store;     ///< the storage's name in messages
     std::string_view tickUnit;  ///< how messages write a period in ticks
     std::string_view why;       ///< why the bound exists, or empty
-    int valueBits = 62;
-    int spanBits = 62;
-    int productBits = 0;
+    int valueBits{};
+    int spanBits{};
+    int productBits{};
 };
 
 /// Refuses a quota whose arithmetic under model `M` leaves `range`, naming the bound and the
