@@ -28,9 +28,8 @@ inline namespace v1 {
 /// it: realigning at once would reopen the aligned window the key already used (a clock
 /// oscillating by one tick would then admit `count` per oscillation).
 /// Thread safety: stateless; `step` is a pure function of its arguments.
-struct FixedWindowModel {
+struct FixedWindowModel : WindowKind {
     static constexpr std::string_view kName = "fixed_window";
-    static constexpr bool kBucket = false;
 
     struct State {
         Tick last = 0;
@@ -41,9 +40,6 @@ struct FixedWindowModel {
     /// that encoding, part of every key (version 1 held the window's start instead of `into`).
     static constexpr std::array<std::string_view, 3> kStateFields{"last", "into", "used"};
     static constexpr int kStateVersion = 2;
-
-    /// The limit a client sees: the count of one window.
-    static constexpr std::int64_t capacity(const Limit& limit) noexcept { return limit.count; }
 
     RATELIMIT_ALWAYS_INLINE static Decision step(State& state, const Quota& q, Tick now,
                                                  std::int64_t cost) noexcept {

@@ -12,6 +12,18 @@
 namespace ratelimit {
 inline namespace v1 {
 
+/// What every windowed model shares: the limit a client sees is the count of one window.
+struct WindowKind {
+    static constexpr bool kBucket = false;
+    static constexpr std::int64_t capacity(const Limit& limit) noexcept { return limit.count; }
+};
+
+/// What every bucket shares: the limit a client sees is the bucket's capacity, `burst`.
+struct BucketKind {
+    static constexpr bool kBucket = true;
+    static constexpr std::int64_t capacity(const Limit& limit) noexcept { return limit.burst; }
+};
+
 /// What a limiter needs from an algorithm: a per-key `State` whose value-initialised form is
 /// the fresh key, and a pure `step` over it.
 ///
@@ -21,9 +33,9 @@ inline namespace v1 {
 /// `isFresh(state, quota, now)` says the key is back to its untouched state (its memory may
 /// be reused). `lastWrite(state)` is the tick of the key's last write (the minimum tick for a
 /// fresh key). `range(quota)` gives the magnitudes the arithmetic meets. `capacity(limit)` is
-/// the limit a client sees (`Decision::limit`, the most one call may cost): the one place that
-/// says it is `burst` for a bucket and `count` for a window. `kBucket` says the model has no
-/// windows (so `LimiterOptions::spreadWindowResets` has nothing to shift).
+/// the limit a client sees (`Decision::limit`, the most one call may cost). `kBucket` says the
+/// model has no windows (so `LimiterOptions::spreadWindowResets` has nothing to shift). The
+/// library's models take both from their kind, `WindowKind` or `BucketKind`.
 template <class M>
 concept AlgorithmModel = std::default_initializable<typename M::State> &&
     std::copyable<typename M::State> &&

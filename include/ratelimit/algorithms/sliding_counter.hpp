@@ -23,9 +23,8 @@ inline namespace v1 {
 /// State (32 bytes): last write, how far into its window that write was (not the window's
 /// start, which may lie below INT64_MIN), previous and current counts.
 /// Thread safety: stateless; `step` is a pure function of its arguments.
-struct SlidingCounterModel {
+struct SlidingCounterModel : WindowKind {
     static constexpr std::string_view kName = "sliding_counter";
-    static constexpr bool kBucket = false;
 
     struct State {
         Tick last = 0;
@@ -38,9 +37,6 @@ struct SlidingCounterModel {
     static constexpr std::array<std::string_view, 4> kStateFields{"last", "into", "previous",
                                                                   "current"};
     static constexpr int kStateVersion = 2;
-
-    /// The limit a client sees: the count of one window.
-    static constexpr std::int64_t capacity(const Limit& limit) noexcept { return limit.count; }
 
     RATELIMIT_ALWAYS_INLINE static Decision step(State& state, const Quota& q, Tick now,
                                                  std::int64_t cost) noexcept {

@@ -23,9 +23,8 @@ inline namespace v1 {
 /// their entries expire later, never earlier (conservative: it never over-admits). 24 bytes
 /// (a vector) plus 16 per run.
 /// Thread safety: stateless; `step` is a pure function of its arguments.
-struct SlidingLogModel {
+struct SlidingLogModel : WindowKind {
     static constexpr std::string_view kName = "sliding_log";
-    static constexpr bool kBucket = false;
 
     struct Run {
         Tick time = 0;
@@ -39,9 +38,6 @@ struct SlidingLogModel {
     /// count" pairs, oldest first), and the version of that encoding, part of every key.
     static constexpr std::array<std::string_view, 1> kStateFields{"runs"};
     static constexpr int kStateVersion = 1;
-
-    /// The limit a client sees: the count of one window.
-    static constexpr std::int64_t capacity(const Limit& limit) noexcept { return limit.count; }
 
     static Decision step(State& state, const Quota& q, Tick now, std::int64_t cost) {
         auto& runs = state.runs;

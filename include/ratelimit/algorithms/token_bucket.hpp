@@ -20,9 +20,8 @@ inline namespace v1 {
 /// State (16 bytes): the tick of the last write and the deficit below full in units of
 /// `period/g` per token (g = gcd(count, period)); a zero deficit is a full, fresh bucket.
 /// Thread safety: stateless; `step` is a pure function of its arguments.
-struct TokenBucketModel {
+struct TokenBucketModel : BucketKind {
     static constexpr std::string_view kName = "token_bucket";
-    static constexpr bool kBucket = true;
 
     struct State {
         Tick last = 0;
@@ -32,9 +31,6 @@ struct TokenBucketModel {
     /// that encoding, part of every key.
     static constexpr std::array<std::string_view, 2> kStateFields{"last", "deficit"};
     static constexpr int kStateVersion = 1;
-
-    /// The limit a client sees: the bucket's capacity.
-    static constexpr std::int64_t capacity(const Limit& limit) noexcept { return limit.burst; }
 
     RATELIMIT_ALWAYS_INLINE static Decision step(State& state, const Quota& q, Tick now,
                                                  std::int64_t cost) noexcept {
