@@ -47,6 +47,7 @@
 #include <ratelimit/redis.hpp>
 
 #include "support/catch.hpp"
+#include "support/limiters.hpp"
 #include "support/redis_server.hpp"
 #include "support/redis_storage_support.hpp"
 #include "support/redis_test_server.hpp"
@@ -725,9 +726,7 @@ TEST_CASE("Redis faults: during a 2 s outage the open breaker answers at once (p
 // ---- 4. each failure policy's exact decision ----------------------------------------------
 
 TEMPLATE_TEST_CASE("Redis faults: each failure policy's exact decision",
-                   "[redis_storage][redis][faults]", ratelimit::TokenBucketModel,
-                   ratelimit::LeakyBucketModel, ratelimit::FixedWindowModel,
-                   ratelimit::SlidingCounterModel, ratelimit::SlidingLogModel) {
+                   "[redis_storage][redis][faults]", RATELIMIT_TEST_MODELS) {
     using Limiter = ratelimit::Limiter<TestType, RedisStorage>;
     const TempDir dir;
     const std::string dead = deadSocket(dir);

@@ -44,6 +44,7 @@
 #include <ratelimit/storage/redis.hpp>
 
 #include "support/catch.hpp"
+#include "support/limiters.hpp"
 #include "support/random_traffic.hpp"
 #include "support/redis_server.hpp"
 #include "support/redis_test_server.hpp"
@@ -531,8 +532,7 @@ struct Differential {
 }  // namespace
 
 TEMPLATE_TEST_CASE("Redis Lua: each model's script makes exactly the C++ step's decisions",
-                   "[redis_lua][redis]", TokenBucketModel, LeakyBucketModel, FixedWindowModel,
-                   SlidingCounterModel, SlidingLogModel) {
+                   "[redis_lua][redis]", RATELIMIT_TEST_MODELS) {
     const auto server = startServer();
     if (!server) {
         return;
@@ -626,8 +626,7 @@ return out
 }
 
 TEMPLATE_TEST_CASE("Redis Lua: the script reads TIME when ARGV[1] is empty", "[redis_lua][redis]",
-                   TokenBucketModel, LeakyBucketModel, FixedWindowModel, SlidingCounterModel,
-                   SlidingLogModel) {
+                   RATELIMIT_TEST_MODELS) {
     const auto server = startServer();
     if (!server) {
         return;
@@ -673,8 +672,8 @@ TEMPLATE_TEST_CASE("Redis Lua: the script reads TIME when ARGV[1] is empty", "[r
     CHECK(compare(TestType::step(fresh, q, storedTime, 2), *l).empty());
 }
 
-TEMPLATE_TEST_CASE("Redis Lua: any byte string is a key", "[redis_lua][redis]", TokenBucketModel,
-                   LeakyBucketModel, FixedWindowModel, SlidingCounterModel, SlidingLogModel) {
+TEMPLATE_TEST_CASE("Redis Lua: any byte string is a key", "[redis_lua][redis]",
+                   RATELIMIT_TEST_MODELS) {
     const auto server = startServer();
     if (!server) {
         return;
@@ -720,8 +719,7 @@ TEMPLATE_TEST_CASE("Redis Lua: any byte string is a key", "[redis_lua][redis]", 
 }
 
 TEMPLATE_TEST_CASE("Redis Lua: the script follows the Lua rules", "[redis_lua][redis]",
-                   TokenBucketModel, LeakyBucketModel, FixedWindowModel, SlidingCounterModel,
-                   SlidingLogModel) {
+                   RATELIMIT_TEST_MODELS) {
     const std::string& script = scriptOf<TestType>();
     // No shebang: a shebang script with writes is refused outright at maxmemory.
     CHECK(script.find("#!") == std::string::npos);
@@ -736,8 +734,7 @@ TEMPLATE_TEST_CASE("Redis Lua: the script follows the Lua rules", "[redis_lua][r
 }
 
 TEMPLATE_TEST_CASE("Redis Lua: refusals still answer at maxmemory", "[redis_lua][redis]",
-                   TokenBucketModel, LeakyBucketModel, FixedWindowModel, SlidingCounterModel,
-                   SlidingLogModel) {
+                   RATELIMIT_TEST_MODELS) {
     const auto server = startServer();
     if (!server) {
         return;
