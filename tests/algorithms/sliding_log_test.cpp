@@ -215,6 +215,30 @@ TEST_CASE("SlidingLog: after a step back the log shifts with the clock", "[slidi
     CHECK(limiter.tryAcquire("k", 5, at(9h + 1min + 30s)).allowed);
 }
 
+TEST_CASE("SlidingLog: near the clock's smallest time, a step back keeps now + retryAfter",
+          "[sliding_log][memory]") {
+    // 10/min: 6 at the smallest time, 4 five seconds later, then the clock steps back one second.
+    // Moved back by a second, the oldest entry would fall below the clock's range: it stays at
+    // the floor (younger, so it expires later), and the wait counts from where it stays.
+    const ManualClock::time_point min = ManualClock::time_point::min();
+    for (const LimiterOptions& options :
+         {LimiterOptions{.lateCallTolerance = 0ns}, LimiterOptions{}}) {
+        INFO("late-call tolerance " << options.lateCallTolerance.count() << "ns");
+        ManualClock clock;
+        Log limiter{Limit::perMinute(10), {}, clock, options};
+        REQUIRE(limiter.tryAcquire("k", 6, min).allowed);
+        REQUIRE(limiter.tryAcquire("k", 4, min + 5s).allowed);
+        const ManualClock::time_point back = min + 4s;
+        const Decision refused = limiter.tryAcquire("k", 1, back);
+        REQUIRE(!refused.allowed);
+        CHECK(refused.retryAfter <= 1min);
+        CHECK(!limiter.tryAcquire("k", 1, back + refused.retryAfter - 1ns).allowed);
+        const Decision onTime = limiter.tryAcquire("k", 1, back + refused.retryAfter);
+        INFO("at back + retryAfter: " << describe(onTime));
+        CHECK(onTime.allowed);
+    }
+}
+
 TEST_CASE("SlidingLog: a window of 2^62 ns or more is refused at construction",
           "[sliding_log][memory]") {
     ManualClock clock;

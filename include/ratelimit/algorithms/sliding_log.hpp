@@ -40,42 +40,18 @@ struct SlidingLogModel : WindowKind {
     static constexpr int kStateVersion = 1;
 
     static Decision step(State& state, const Quota& q, Tick now, std::int64_t cost) {
-        auto& runs = state.runs;
-        // After a step back the log shifts so its newest entry sits at `now`: ages then count
-        // from the newest entry (never as `time - shift`, whose shift may not fit 64 bits).
-        const bool steppedBack = !runs.empty() && now < runs.back().time;
-        const Tick reference = steppedBack ? runs.back().time : now;
-        const auto age = [&](const Run& r) { return detail::satSub(reference, r.time); };
-        std::size_t first = 0;
-        while (first < runs.size() && age(runs[first]) >= q.period) {
-            ++first;
+        if (state.runs.empty() || now >= state.runs.back().time) {
+            return stepAt(state.runs, q, now, cost);
         }
-        std::int64_t used = 0;
-        for (std::size_t i = first; i < runs.size(); ++i) {
-            used += runs[i].count;
+        // A step back: the call is answered from the log moved so that its newest entry sits at
+        // `now`, so its waits are those of the log it leaves. The move is written even by a
+        // refusal; a peek or a cost above the capacity writes nothing.
+        std::vector<Run> moved = movedBack(state.runs, q, now);
+        const Decision d = stepAt(moved, q, now, cost);
+        if (cost >= 1 && cost <= q.count) {
+            state.runs = std::move(moved);
         }
-        const Tick reset = first < runs.size() ? q.period - age(runs.back()) : 0;
-        if (cost > q.count) {
-            return detail::refusedForever(q, q.count - used, reset);
-        }
-        if (used + cost <= q.count) {
-            if (cost > 0) {
-                compact(runs, first, steppedBack, now);
-                append(runs, now, cost, q.maxRunsPerKey);
-            }
-            return detail::admitted(q, q.count - used - cost, cost > 0 ? q.period : reset);
-        }
-        // The oldest runs whose expiry brings `used + cost` within `count`.
-        std::int64_t freed = 0;
-        std::size_t j = first;
-        while (used - freed + cost > q.count) {
-            freed += runs[j++].count;
-        }
-        const Tick wait = q.period - age(runs[j - 1]);
-        if (steppedBack) {
-            compact(runs, first, steppedBack, now);
-        }
-        return detail::refused(q, q.count - used, wait, reset);
+        return d;
     }
 
     /// The same model in Lua, line by line (composed into a script by the Redis storage): a
@@ -86,10 +62,20 @@ struct SlidingLogModel : WindowKind {
 local sliding_log = {}
 function sliding_log.step(state, q, now, cost)
   local runs = state.runs
-  -- After a step back the log shifts so its newest entry sits at now.
-  local steppedBack = #runs > 0 and now < runs[#runs].time
-  local reference = steppedBack and runs[#runs].time or now
-  local age = function(r) return reference - r.time end
+  if #runs == 0 or now >= runs[#runs].time then
+    return sliding_log.stepAt(state, q, now, cost)
+  end
+  -- A step back: answered from the log moved so that its newest entry sits at now.
+  local moved = {runs = sliding_log.movedBack(runs, q, now)}
+  local d, written = sliding_log.stepAt(moved, q, now, cost)
+  if cost >= 1 and cost <= q.count then
+    written = moved
+  end
+  return d, written
+end
+function sliding_log.stepAt(state, q, now, cost)
+  local runs = state.runs
+  local age = function(r) return now - r.time end
   local first = 1
   while first <= #runs and age(runs[first]) >= q.period do
     first = first + 1
@@ -105,7 +91,11 @@ function sliding_log.step(state, q, now, cost)
   if used + cost <= q.count then
     local written = nil
     if cost > 0 then
-      sliding_log.compact(state, first, steppedBack, now)
+      local kept = {}
+      for i = first, #runs do
+        kept[#kept + 1] = runs[i]
+      end
+      state.runs = kept
       sliding_log.append(state, now, cost, q.maxRunsPerKey)
       written = state
     end
@@ -118,31 +108,22 @@ function sliding_log.step(state, q, now, cost)
     freed = freed + runs[j].count
     j = j + 1
   end
-  local wait = q.period - age(runs[j - 1])
-  local written = nil
-  if steppedBack then
-    sliding_log.compact(state, first, steppedBack, now)
-    written = state
-  end
-  return refused(q, q.count - used, wait, reset), written
+  return refused(q, q.count - used, q.period - age(runs[j - 1]), reset), nil
 end
 function sliding_log.lastWrite(state)
   local runs = state.runs
   if #runs == 0 then return nil end
   return runs[#runs].time
 end
-function sliding_log.compact(state, first, steppedBack, now)
-  local kept = {}
-  for i = first, #state.runs do
-    kept[#kept + 1] = state.runs[i]
-  end
-  if steppedBack and #kept > 0 then
-    local newest = kept[#kept].time
-    for _, r in ipairs(kept) do
-      r.time = now - (newest - r.time)
+function sliding_log.movedBack(runs, q, now)
+  local newest = runs[#runs].time
+  local moved = {}
+  for _, r in ipairs(runs) do
+    if newest - r.time < q.period then
+      moved[#moved + 1] = {time = now - (newest - r.time), count = r.count}
     end
   end
-  state.runs = kept
+  return moved
 end
 function sliding_log.append(state, now, cost, maxRuns)
   local runs = state.runs
@@ -192,16 +173,53 @@ end
     }
 
 private:
-    /// Drops the expired runs; after a step back, moves the rest so the newest sits at `now`
-    /// (each keeps its age, below the period, so only `now` minus it can saturate).
-    static void compact(std::vector<Run>& runs, std::size_t first, bool steppedBack, Tick now) {
-        runs.erase(runs.begin(), runs.begin() + static_cast<std::ptrdiff_t>(first));
-        if (steppedBack && !runs.empty()) {
-            const Tick newest = runs.back().time;
-            for (Run& r : runs) {
-                r.time = detail::satSub(now, newest - r.time);
+    /// The step at a time no earlier than the newest run.
+    static Decision stepAt(std::vector<Run>& runs, const Quota& q, Tick now, std::int64_t cost) {
+        const auto age = [&](const Run& r) { return detail::satSub(now, r.time); };
+        std::size_t first = 0;
+        while (first < runs.size() && age(runs[first]) >= q.period) {
+            ++first;
+        }
+        std::int64_t used = 0;
+        for (std::size_t i = first; i < runs.size(); ++i) {
+            used += runs[i].count;
+        }
+        const Tick reset = first < runs.size() ? q.period - age(runs.back()) : 0;
+        if (cost > q.count) {
+            return detail::refusedForever(q, q.count - used, reset);
+        }
+        if (used + cost <= q.count) {
+            if (cost > 0) {
+                runs.erase(runs.begin(), runs.begin() + static_cast<std::ptrdiff_t>(first));
+                append(runs, now, cost, q.maxRunsPerKey);
+            }
+            return detail::admitted(q, q.count - used - cost, cost > 0 ? q.period : reset);
+        }
+        // The oldest runs whose expiry brings `used + cost` within `count`.
+        std::int64_t freed = 0;
+        std::size_t j = first;
+        while (used - freed + cost > q.count) {
+            freed += runs[j++].count;
+        }
+        return detail::refused(q, q.count - used, q.period - age(runs[j - 1]), reset);
+    }
+
+    /// The runs still counting at the newest one's time, moved so the newest sits at `now`
+    /// (earlier than it), each keeping its age: ages count from the newest entry, never as
+    /// `time - shift`, whose shift may not fit 64 bits. Below the clock's range a moved time
+    /// stays at the range's floor: that entry is younger than it was, so it expires later,
+    /// never earlier.
+    static std::vector<Run> movedBack(const std::vector<Run>& runs, const Quota& q, Tick now) {
+        const Tick newest = runs.back().time;
+        std::vector<Run> moved;
+        moved.reserve(runs.size());
+        for (const Run& r : runs) {
+            const Tick age = detail::satSub(newest, r.time);
+            if (age < q.period) {
+                moved.push_back(Run{detail::satSub(now, age), r.count});
             }
         }
+        return moved;
     }
 
     static void append(std::vector<Run>& runs, Tick now, std::int64_t cost, std::int64_t maxRuns) {
