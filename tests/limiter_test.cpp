@@ -300,23 +300,6 @@ MovingRun hammerWhileTheClockMoves(ManualClock& clock, Acquire acquire) {
     return run;
 }
 
-/// The most a model may admit on one key between `run.start` and `run.end` (at cost 1).
-template <class Model>
-std::int64_t boundAtTheEnd(const Limit& limit, const MovingRun& run) {
-    const std::int64_t period = limit.period.count();
-    if (Model::kBucket) {
-        // Full at the start, then `count` per `period`, exactly.
-        return limit.burst + (run.end - run.start) * limit.count / period;
-    }
-    if (std::is_same_v<Model, ratelimit::SlidingLogModel>) {
-        // Every (t - W, t] holds at most count; floor(span / W) + 1 such windows cover the run.
-        return limit.count * ((run.end - run.start) / period + 1);
-    }
-    // Fixed window and sliding counter: at most count in each aligned window touched.
-    const std::int64_t windows = run.end / period - run.start / period + 1;
-    return limit.count * windows;
-}
-
 /// An index i such that admissions i … i + count (by the time read before each) certainly fell
 /// in one sliding window: the last of them returned less than W after the first was called, so
 /// their times lie in a span shorter than W whatever the limiter applied. -1 if there is none.
@@ -339,7 +322,7 @@ std::int64_t firstCrowdedWindow(const Limit& limit, const MovingRun& run) {
 /// more than `count` in one sliding window.
 template <class Model>
 void checkWithinBound(const Limit& limit, const MovingRun& run) {
-    const std::int64_t bound = boundAtTheEnd<Model>(limit, run);
+    const std::int64_t bound = admissionBound<Model>(limit, run.start, run.end);
     CAPTURE(run.admitted, bound, run.end - run.start);
     CHECK(run.admitted <= bound);
     if (std::is_same_v<Model, ratelimit::SlidingLogModel>) {
@@ -358,7 +341,17 @@ TEMPLATE_TEST_CASE("Limiter: while the clock moves, 8 threads on one key stay wi
     ManualClock clock;
     clock.set(1h + 3ms);  // not at a window edge
 
-    SECTION("callers read the clock and pass the time, within the late-call tolerance") {
+    SECTION("callers read the clock and pass the time, with the default options") {
+        // A caller's time may be older than another's write by the time it was preempted: the
+        // default late-call tolerance is above that delay, so such a call is late, not a clock
+        // step that would credit the same interval twice.
+        MemoryLimiter<TestType> late{limit, MemoryStorage{{.maxKeys = 64}}, clock};
+        const MovingRun run = hammerWhileTheClockMoves(clock, [&](ManualClock::time_point now) {
+            return late.tryAcquire("k", 1, now).allowed;
+        });
+        checkWithinBound<TestType>(limit, run);
+    }
+    SECTION("callers read the clock and pass the time, within a longer late-call tolerance") {
         // A caller's time may be older than another's write by the time it was preempted:
         // with a tolerance above that delay it is a late call, not a clock step.
         MemoryLimiter<TestType> late{limit,
@@ -377,6 +370,42 @@ TEMPLATE_TEST_CASE("Limiter: while the clock moves, 8 threads on one key stay wi
             clock, [&](ManualClock::time_point) { return reading.tryAcquire("k").allowed; });
         checkWithinBound<TestType>(limit, run);
     }
+}
+
+TEMPLATE_TEST_CASE(
+    "Limiter: 8 threads passing the steady clock's times stay within the limit "
+    "by default",
+    "[limiter][memory][concurrency]", RATELIMIT_TEST_MODELS) {
+    // The common way to pass times: each request reads the clock once and hands the time on.
+    // Threads preempted between the read and the call arrive late; with the default options
+    // they must not be taken for clock steps (each would credit an interval twice).
+    constexpr int kCallsPerThread = 40'000;
+    const Limit limit = Limit::per(200, 100ms).withBurst(50);
+    const ratelimit::SteadyClock clock;
+    ratelimit::Limiter<TestType, MemoryStorage, ratelimit::SteadyClock> limiter{
+        limit, MemoryStorage{{.maxKeys = 64}}, clock};
+    const auto ticks = [](ratelimit::SteadyClock::time_point t) {
+        return t.time_since_epoch().count();
+    };
+    MovingRun run;
+    run.start = ticks(clock.now());
+    std::array<std::vector<std::pair<std::int64_t, std::int64_t>>, kThreads> times;
+    runTogether(kThreads, [&](int t) {
+        auto& mine = times.at(static_cast<std::size_t>(t));
+        for (int i = 0; i < kCallsPerThread; ++i) {
+            const ratelimit::SteadyClock::time_point now = clock.now();
+            if (limiter.tryAcquire("k", 1, now).allowed) {
+                mine.emplace_back(ticks(now), ticks(clock.now()));
+            }
+        }
+    });
+    run.end = ticks(clock.now());
+    for (const auto& mine : times) {
+        run.admittedAt.insert(run.admittedAt.end(), mine.begin(), mine.end());
+    }
+    std::sort(run.admittedAt.begin(), run.admittedAt.end());
+    run.admitted = static_cast<std::int64_t>(run.admittedAt.size());
+    checkWithinBound<TestType>(limit, run);
 }
 
 // ---------------------------------------------------------------------------------------------

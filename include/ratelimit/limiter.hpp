@@ -82,8 +82,9 @@ public:
 
     /// `tryAcquire` at a time the caller already read from this limiter's clock (not offered
     /// for a store-side clock, whose time only the store reads). A time earlier than the key's
-    /// last write is a clock step back (docs/semantics.md, "Clock steps"): threads that share a
-    /// key and pass times they read earlier should set `LimiterOptions::lateCallTolerance`.
+    /// last write by at most `LimiterOptions::lateCallTolerance` (1 s by default) is a late
+    /// call, answered at that write; an earlier one is a clock step back (docs/semantics.md,
+    /// "Late calls" and "Clock steps").
     Decision tryAcquire(std::string_view key, std::int64_t cost,
                         time_point now) requires(!detail::kStoreSideClock<Clock>) {
         return step(key, cost, now, StepMode::kConsume);

@@ -40,16 +40,16 @@ struct LimiterOptions {
     std::int64_t maxRunsPerKey = 64;
     /// Shared stores only: the answer when the store fails.
     FailurePolicy failurePolicy = FailurePolicy::kFallBackToMemory;
-    /// A call whose time is earlier than the key's last write by at most this is taken as a
-    /// late caller — it read the clock before another caller wrote, or its host's clock is a
-    /// little behind — not as a clock that stepped back: it is answered at the last write, so
-    /// no interval is credited twice, and its waits count from its own time (so they exceed
-    /// the usual bounds by up to this much). Earlier calls are clock steps and rebase the key.
-    /// The default, 0, keeps the exact rebase rule: calls that read the limiter's own clock
-    /// are never late (the memory storage rereads it under the key's lock when it is), but
-    /// concurrent callers of `tryAcquire(key, cost, now)`, or hosts sharing Redis with their
-    /// own clocks, should set it above their largest delay or skew. 0 … 1 h.
-    std::chrono::nanoseconds lateCallTolerance{0};
+    /// A call whose time is earlier than the key's last write by at most this is a late call —
+    /// its caller read the clock before another caller wrote, or its host's clock is a little
+    /// behind — not a clock that stepped back: it is answered at the last write, so no interval
+    /// is credited twice, and its waits count from its own time (so they exceed the usual
+    /// bounds by up to its lateness). Earlier calls are clock steps and rebase the key. The
+    /// default, 1 s, is several times the longest delay between reading the clock and the
+    /// call that threads preempted on a loaded machine show, and above the skew of hosts
+    /// whose clocks NTP keeps. 0 makes every step back, however small, a clock step that
+    /// rebases the key. 0 … 1 h.
+    std::chrono::nanoseconds lateCallTolerance = std::chrono::seconds{1};
 };
 
 }  // namespace v1

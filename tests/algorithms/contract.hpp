@@ -478,15 +478,17 @@ TimePoint exhaustWithWriteAt(L& limiter, const Limit& limit, const std::string& 
     return t;
 }
 
-/// The clock steps back by `step` around an exhausted key whose last write was at `t`:
-/// nothing extra is admitted, the wait after the step is the wait before it (token bucket and
-/// windows; never above one refill from empty for the leaky bucket), and a call at exactly
-/// now + retryAfter passes.
+/// The clock steps back by `step`, beyond `options`' late-call tolerance, around an exhausted
+/// key whose last write was at `t`: nothing extra is admitted, the wait after the step is the
+/// wait at the last write (token bucket and windows; never above one refill from empty for the
+/// leaky bucket), and a call at exactly now + retryAfter passes.
 template <class F>
-void checkStepBackAroundExhaustedKey(F& f, const Limit& limit, Nanos step, std::uint64_t seed) {
+void checkStepBackAroundExhaustedKey(F& f, const Limit& limit, Nanos step, std::uint64_t seed,
+                                     const ratelimit::LimiterOptions& options) {
     using Model = typename F::Model;
+    REQUIRE(step > options.lateCallTolerance);
     Clock clock;
-    auto limiter = f.make(limit, clock);
+    auto limiter = f.make(limit, clock, options);
     Rng rng(seed);
     const TimePoint t =
         exhaustWithWriteAt<F>(limiter, limit, "k", at(std::chrono::hours{24 * 400}), rng);
@@ -494,6 +496,12 @@ void checkStepBackAroundExhaustedKey(F& f, const Limit& limit, Nanos step, std::
     const Decision before = limiter.tryAcquire("k", 1, t);
     REQUIRE(!before.allowed);
     REQUIRE(!before.never());
+    // A refusal after the last write writes nothing: the step below keeps the wait at the write,
+    // not the shorter one seen here.
+    const Nanos since = floorToTick(before.retryAfter / 2, F::kTick);
+    const Decision later = limiter.tryAcquire("k", 1, t + since);
+    REQUIRE(!later.allowed);
+    CHECK(later.retryAfter <= before.retryAfter - since);
 
     const TimePoint back = t - step;
     const Decision peeked = limiter.peek("k", 1, back);
@@ -530,13 +538,48 @@ void checkStepBackAroundExhaustedKey(F& f, const Limit& limit, Nanos step, std::
     CHECK(onTime.allowed);
 }
 
-/// A step back around a partly used key refills nothing and counts nothing twice: the
-/// remaining count after the step is the one before it (never more, for the leaky bucket).
+/// A call `lateness` (within `options`' late-call tolerance) earlier than an exhausted key's last
+/// write at `t` is a late call: answered at `t`, with nothing rebased. Its wait is the wait at
+/// `t` plus its lateness, nothing passes before it ends, and a call at exactly now + retryAfter
+/// passes.
 template <class F>
-void checkStepBackKeepsRemaining(F& f, const Limit& limit, Nanos step) {
+void checkLateCallAroundExhaustedKey(F& f, const Limit& limit, Nanos lateness, std::uint64_t seed,
+                                     const ratelimit::LimiterOptions& options) {
+    REQUIRE(lateness <= options.lateCallTolerance);
+    Clock clock;
+    auto limiter = f.make(limit, clock, options);
+    Rng rng(seed);
+    const TimePoint t =
+        exhaustWithWriteAt<F>(limiter, limit, "k", at(std::chrono::hours{24 * 400}), rng);
+    const Decision before = limiter.peek("k", 1, t);
+    REQUIRE(!before.allowed);
+    REQUIRE(!before.never());
+
+    const TimePoint late = t - lateness;
+    const Decision peeked = limiter.peek("k", 1, late);
+    const Decision after = limiter.tryAcquire("k", 1, late);
+    INFO(describe(limit) + " late by " + std::to_string(lateness.count()) + "ns; at the write " +
+         describe(before) + ", late " + describe(after));
+    CHECK(peeked == after);
+    CHECK(!after.allowed);
+    CHECK(after.remaining == before.remaining);
+    CHECK(after.retryAfter == before.retryAfter + lateness);
+    CHECK(after.resetAfter == before.resetAfter + lateness);
+    // Nothing was rebased: the key answers at and after its last write as before the late call.
+    CHECK(limiter.peek("k", 1, t) == before);
+    CHECK(!limiter.tryAcquire("k", 1, t + before.retryAfter - F::kTick).allowed);
+    CHECK(limiter.tryAcquire("k", 1, late + after.retryAfter).allowed);
+}
+
+/// A step back around a partly used key, late call or clock step, refills nothing and counts
+/// nothing twice: the remaining count after the step is the one before it (never more, for the
+/// leaky bucket).
+template <class F>
+void checkStepBackKeepsRemaining(F& f, const Limit& limit, Nanos step,
+                                 const ratelimit::LimiterOptions& options) {
     using Model = typename F::Model;
     Clock clock;
-    auto limiter = f.make(limit, clock);
+    auto limiter = f.make(limit, clock, options);
     const std::int64_t capacity = capacityOf<Model>(limit);
     const TimePoint t = at(std::chrono::hours{24 * 400} + floorToTick(limit.period / 3, F::kTick));
     const std::int64_t take = std::max<std::int64_t>(1, capacity / 3);
@@ -546,11 +589,13 @@ void checkStepBackKeepsRemaining(F& f, const Limit& limit, Nanos step) {
     const Decision after = limiter.peek("k", 0, t - step);
     INFO(describe(limit) + " step " + std::to_string(step.count()) + "ns: before " +
          describe(before) + " after " + describe(after));
+    // A late call's waits count from its own time, a rebased key's from the rebase.
+    const Nanos lateness = step <= options.lateCallTolerance ? step : Nanos{0};
     if constexpr (std::is_same_v<Model, ratelimit::LeakyBucketModel>) {
         CHECK(after.remaining <= before.remaining);
     } else {
         CHECK(after.remaining == before.remaining);
-        CHECK(after.resetAfter == before.resetAfter);
+        CHECK(after.resetAfter == before.resetAfter + lateness);
     }
     // Taking everything left at the earlier time is allowed only up to what was left.
     CHECK(!limiter.tryAcquire("k", after.remaining + 1, t - step).allowed);
@@ -703,9 +748,20 @@ void checkStepBack(F& f) {
                         Limit::perSecond(7), Limit::per(10, 90s)},
                        {Limit::perMinute(10), Limit::per(3, 10s), Limit::perHour(999'999),
                         Limit::perSecond(7).withBurst(3), Limit::per(10, 90s).withBurst(20)}))) {
+        // Every step back rebases with a tolerance of 0; by default those beyond 1 s do.
+        const ratelimit::LimiterOptions rebaseAll{.lateCallTolerance = Nanos{0}};
+        const ratelimit::LimiterOptions defaults;
         for (const Nanos step : {Nanos{1s}, Nanos{1h}, Nanos{24h}}) {
-            checkStepBackAroundExhaustedKey(f, limit, step, seed++);
-            checkStepBackKeepsRemaining(f, limit, step);
+            checkStepBackAroundExhaustedKey(f, limit, step, seed++, rebaseAll);
+            checkStepBackKeepsRemaining(f, limit, step, rebaseAll);
+        }
+        for (const Nanos step : {Nanos{1s} + F::kTick, Nanos{1h}, Nanos{24h}}) {
+            checkStepBackAroundExhaustedKey(f, limit, step, seed++, defaults);
+            checkStepBackKeepsRemaining(f, limit, step, defaults);
+        }
+        for (const Nanos lateness : {F::kTick, Nanos{1ms}, Nanos{1s}}) {
+            checkLateCallAroundExhaustedKey(f, limit, lateness, seed++, defaults);
+            checkStepBackKeepsRemaining(f, limit, lateness, defaults);
         }
     }
 }

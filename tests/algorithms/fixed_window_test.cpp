@@ -160,10 +160,12 @@ TEST_CASE("FixedWindow: after a step back the windows keep their shift until the
     clock.set(at(10h + 40s));
     REQUIRE(send(limiter, 10).first == 10);
     CHECK(limiter.tryAcquire("client").retryAfter == 20s);
+    // With a late-call tolerance of 0 every step back is a clock step; by default only those
+    // beyond 1 s are.
     for (const Nanos step : {Nanos{1s}, Nanos{1h}, Nanos{24h}}) {
         INFO("step back " << step.count() << "ns");
         ManualClock c;
-        Window l{Limit::perMinute(10), {}, c};
+        Window l{Limit::perMinute(10), {}, c, {.lateCallTolerance = 0ns}};
         c.set(at(10h + 40s));
         REQUIRE(send(l, 10, "k").first == 10);
         c.set(at(10h + 40s) - step);

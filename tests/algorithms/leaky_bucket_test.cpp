@@ -167,14 +167,20 @@ TEST_CASE("LeakyBucket: with a clock that steps back it still admits exactly as 
           "[leaky_bucket][token_bucket][memory]") {
     // Random traffic where one call in ten steps the clock back by up to two periods: the
     // waits may differ (docs/semantics.md), the admissions may not; and each bucket's own
-    // now + retryAfter passes.
+    // now + retryAfter passes. With a late-call tolerance of 0 every step back is a clock step;
+    // by default the steps of up to 1 s are late calls, whose waits count from their own time.
     std::uint64_t seed = 3000;
-    for (const Limit limit :
-         {Limit::perMinute(10), Limit::per(3, 10s), Limit::perSecond(7).withBurst(3),
-          Limit::perHour(999'999), Limit::per(10, 90s).withBurst(20)}) {
+    const LimiterOptions rebaseAll{.lateCallTolerance = 0ns};
+    for (const auto& [limit, options] :
+         {std::pair{Limit::perMinute(10), rebaseAll}, std::pair{Limit::per(3, 10s), rebaseAll},
+          std::pair{Limit::perSecond(7).withBurst(3), rebaseAll},
+          std::pair{Limit::perHour(999'999), rebaseAll},
+          std::pair{Limit::per(10, 90s).withBurst(20), rebaseAll},
+          std::pair{Limit::perSecond(7).withBurst(3), LimiterOptions{}},
+          std::pair{Limit::per(3, 2s), LimiterOptions{}}}) {
         ManualClock clock;
-        auto leaky = makeLimiter<Leaky>(limit, clock);
-        auto token = makeLimiter<Token>(limit, clock);
+        auto leaky = makeLimiter<Leaky>(limit, clock, options);
+        auto token = makeLimiter<Token>(limit, clock, options);
         std::mt19937_64 rng(seed++);
         auto now = at(std::chrono::hours{1000});
         const std::int64_t period = limit.period.count();
@@ -198,7 +204,8 @@ TEST_CASE("LeakyBucket: with a clock that steps back it still admits exactly as 
             RLTEST_REQUIRE(l.allowed == t.allowed, context());
             RLTEST_REQUIRE(l.remaining >= 0 && l.remaining <= limit.burst, context());
             if (!l.allowed) {
-                RLTEST_REQUIRE(l.retryAfter <= longestWait<ratelimit::LeakyBucketModel>(limit),
+                RLTEST_REQUIRE(l.retryAfter <= longestWait<ratelimit::LeakyBucketModel>(limit) +
+                                                   options.lateCallTolerance,
                                context());
                 RLTEST_REQUIRE(leaky.peek("k", cost, now + l.retryAfter).allowed, context());
                 RLTEST_REQUIRE(token.peek("k", cost, now + t.retryAfter).allowed, context());

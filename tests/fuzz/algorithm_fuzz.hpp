@@ -2,8 +2,9 @@
 
 // The driver of the per-algorithm fuzz targets (tests/fuzz/<algorithm>_fuzz.cpp).
 //
-// An input is a quota and a sequence of calls (time step, cost, key). The driver runs them on a
-// real `Limiter<Model, MemoryStorage, ManualClock>` and aborts on the first violation of:
+// An input is a quota (with its late-call tolerance) and a sequence of calls (time step, cost,
+// key). The driver runs them on a real `Limiter<Model, MemoryStorage, ManualClock>` and aborts on
+// the first violation of:
 //   - the reference (tests/support/algorithm_references.hpp): every field of every decision,
 //     exactly;
 //   - docs/semantics.md's rules, checked through the limiter alone: `remaining` never negative and
@@ -12,7 +13,7 @@
 //     passes, one tick earlier does not); at now + resetAfter the key is fresh, one tick earlier
 //     it is not; `peek` answers what `tryAcquire` then does; a negative cost throws
 //     `std::invalid_argument`; waits stay within one period (two for the sliding counter) or
-//     one refill from empty;
+//     one refill from empty, plus a late call's lateness;
 //   - the rolling bound: in the key's own time (which stands still while the clock is behind
 //     the key's last write), never more admitted in any span than the algorithm allows (the
 //     sliding log `count` per period, the buckets `burst` plus the refill, the fixed window
@@ -21,6 +22,7 @@
 //     zero and impossible costs) gives the same decisions on a fresh limiter;
 //   - determinism: the same sequence on a fresh limiter gives the same decisions.
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstddef>
@@ -66,6 +68,8 @@ inline constexpr std::size_t kMaxCalls = 256;
 /// driver checks this: a swept fresh key would forget its last write).
 inline constexpr std::uint64_t kSeed = 0x5eed5eed5eed5eedULL;
 inline constexpr std::size_t kMaxKeys = 4096;
+/// The largest late-call tolerance a limiter accepts (1 h), in ticks.
+inline constexpr std::int64_t kMaxLateTolerance = std::int64_t{3'600'000'000'000};
 
 /// `t` moved into the fuzzed domain.
 inline std::int64_t clampTime(Int128 t) {
@@ -102,12 +106,18 @@ struct KeyTime {
     bool everSteppedBack = false;
     std::vector<Event> admitted;  ///< key time, cost
 
-    [[nodiscard]] bool stepsBack(Int128 t) const { return written && t < lastReal; }
+    /// How much earlier than the last write a late call at `t` is (0: not a late call).
+    [[nodiscard]] Int128 lateness(Int128 t, Int128 tolerance) const {
+        return written && t < lastReal && lastReal - t <= tolerance ? lastReal - t : 0;
+    }
+    [[nodiscard]] bool stepsBack(Int128 t, Int128 tolerance) const {
+        return written && t < lastReal && lastReal - t > tolerance;
+    }
     [[nodiscard]] Int128 keyTime(Int128 t) const {
         if (!written) {
             return t;
         }
-        return stepsBack(t) ? lastKeyTime : lastKeyTime + (t - lastReal);
+        return t < lastReal ? lastKeyTime : lastKeyTime + (t - lastReal);
     }
 };
 
@@ -143,6 +153,7 @@ private:
         std::int64_t burst = 1;
         std::int64_t maxRuns = 64;
         bool explicitTime = false;
+        std::int64_t lateTolerance = 0;  ///< ns
         std::int64_t start = 0;
     };
 
@@ -155,7 +166,8 @@ private:
           burst_(q.burst),
           maxRuns_(q.maxRuns),
           explicitTime_(q.explicitTime),
-          params_{q.count, q.period, q.burst, q.maxRuns},
+          lateTolerance_(q.lateTolerance),
+          params_{q.count, q.period, q.burst, q.maxRuns, q.lateTolerance},
           limitValue_(Ref::kBucket ? params_.burst : params_.count),
           time_(q.start),
           limiter_(makeLimiter(clock_)) {}
@@ -191,6 +203,12 @@ private:
         static constexpr std::array<std::int64_t, 8> kRuns{1, 2, 3, 4, 8, 64, 64, 64};
         q.maxRuns = kRuns[runsByte % kRuns.size()];
         q.explicitTime = (flags & 1U) != 0;
+        // Late-call tolerance: 0 (every step back rebases), the default, a few ticks, or half a
+        // period; so steps back of every size meet both rules.
+        const std::array<std::int64_t, 4> tolerances{
+            0, std::chrono::nanoseconds{ratelimit::LimiterOptions{}.lateCallTolerance}.count(), 16,
+            std::min<std::int64_t>(q.period / 2, kMaxLateTolerance)};
+        q.lateTolerance = tolerances[(flags >> 1U) % tolerances.size()];
         const Int128 p = q.period;
         const std::array<Int128, 8> starts{
             0, -1, p * 3 - 1, -p * 5 + 2, -kDomain + 17, kDomain - 40, Int128{1} << 61, 1};
@@ -207,6 +225,7 @@ private:
         storage.seed = kSeed;
         ratelimit::LimiterOptions options;
         options.maxRunsPerKey = maxRuns_;
+        options.lateCallTolerance = std::chrono::nanoseconds{lateTolerance_};
         try {
             return Lim{limit, ratelimit::MemoryStorage{storage}, clock, options};
         } catch (const std::invalid_argument&) {
@@ -224,6 +243,7 @@ private:
     [[nodiscard]] std::string describeQuota() const {
         return "count=" + std::to_string(count_) + " period=" + std::to_string(period_) +
                "ns burst=" + std::to_string(burst_) + " maxRuns=" + std::to_string(maxRuns_) +
+               " lateTolerance=" + std::to_string(lateTolerance_) + "ns" +
                (explicitTime_ ? " (explicit times)" : " (clock)");
     }
 
@@ -351,7 +371,8 @@ private:
             (void)std::fprintf(stderr, "%s -> %s\n", describeCall(c).c_str(), describe(d).c_str());
         }
         KeyTime& kt = keyTimes_[key];
-        const bool steppedBack = kt.stepsBack(t);
+        const Int128 late = kt.lateness(t, lateTolerance_);
+        const bool steppedBack = kt.stepsBack(t, lateTolerance_);
         const bool writes =
             (d.allowed && cost > 0) || (steppedBack && cost >= 1 && cost <= limitValue_);
         c.plainRefusalOrNoOp = !writes;
@@ -368,6 +389,7 @@ private:
             expect(ticksOf(d.resetAfter) == e.reset, c, "resetAfter as the reference", e);
         }
         expect(ref.steppedBack == steppedBack, c, "the reference and the limiter agree on steps");
+        expect(ref.lateness == late, c, "the reference and the limiter agree on late calls");
 
         // docs/semantics.md's rules, from the limiter alone.
         expect(peeked == d, c, "peek answers what tryAcquire then does");
@@ -384,10 +406,11 @@ private:
         }
         expect(d.remaining == (d.allowed ? before.remaining - cost : before.remaining), c,
                "an admission spends its cost from remaining; a refusal leaves remaining");
-        expect(d.never() || ticksOf(d.retryAfter) <= Ref::maxWait(params_), c,
+        // A late call's waits count from its own time: longer by its lateness.
+        expect(d.never() || ticksOf(d.retryAfter) <= Ref::maxWait(params_) + late, c,
                "retryAfter within one period (two for the sliding counter) or one refill");
-        expect(d.resetAfter.count() >= 0 && ticksOf(d.resetAfter) <= Ref::maxWait(params_), c,
-               "resetAfter within one period (two for the sliding counter) or one refill");
+        expect(d.resetAfter.count() >= 0 && ticksOf(d.resetAfter) <= Ref::maxWait(params_) + late,
+               c, "resetAfter within one period (two for the sliding counter) or one refill");
         if (d.allowed && cost > 0) {
             expect(d.resetAfter.count() > 0, c, "an admission leaves the key not fresh");
         }
@@ -402,7 +425,7 @@ private:
         }
         if (writes) {
             kt.written = true;
-            kt.lastReal = t;
+            kt.lastReal = t + late;  // a late call writes at the last write
             kt.lastKeyTime = keyTime;
         }
         if (!d.allowed && !d.never()) {
@@ -578,6 +601,7 @@ private:
     std::int64_t burst_ = 1;
     std::int64_t maxRuns_ = 64;
     bool explicitTime_ = false;
+    std::int64_t lateTolerance_ = 0;  ///< ns
     Params params_{};
     Int128 limitValue_ = 1;
     std::int64_t time_ = 0;

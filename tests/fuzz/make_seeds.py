@@ -13,7 +13,8 @@ import pathlib
 HERE = pathlib.Path(__file__).resolve().parent
 
 # Header bytes: count = 1 + b % 12 and period = 1 + b % 40 below 224, table values above;
-# burst = count below 32; runs = (1, 2, 3, 4, 8, 64, 64, 64)[b % 8]; flags bit 0 = explicit time.
+# burst = count below 32; runs = (1, 2, 3, 4, 8, 64, 64, 64)[b % 8]; flags bit 0 = explicit time,
+# bits 1-2 the late-call tolerance: (0, the default 1 s, 16 ticks, half the period)[(b >> 1) % 4].
 # Call bytes: time < 128 forward b % (min(period, 64) + 2); 128..159 same tick; 160..199 forward
 # (b - 159) * period / 4; 200..219 back 1 + (b - 200) % (...); 240..247 to the key's last retry
 # time; 248..251 to its reset time; 252..255 leaps. Cost < 200 is b % (limit + 2); 200..239 the

@@ -3,6 +3,7 @@
 // processes (tests/support/redis_worker.cpp) on one key admit exactly the limit. Each test starts
 // its own redis-server; everything here is tagged [concurrency] for the ThreadSanitizer leg.
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -15,6 +16,7 @@
 #include <fcntl.h>
 #include <fstream>
 #include <latch>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <spawn.h>
@@ -281,6 +283,61 @@ TEMPLATE_TEST_CASE("RedisStorage: 4 processes and 4 threads on one key admit exa
     CHECK(total == lim);
     CHECK_FALSE(limiter.peek(key, 1).allowed);
     CHECK(limiter.peek(key, 0).remaining == 0);
+}
+
+TEMPLATE_TEST_CASE(
+    "RedisStorage: 4 processes passing their system clock's times stay within "
+    "the limit by default",
+    "[redis_storage][redis][concurrency]", RATELIMIT_TEST_MODELS) {
+    // Each worker reads the SystemClock just before each request, as hosts sharing Redis do.
+    // Requests from different processes reach the script out of the order of their times: with
+    // the default options those are late calls, never clock steps that credit an interval twice.
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    REQUIRE(::access(kWorker, X_OK) == 0);
+    const std::string prefix = "rl-system";
+    const std::string name = "system-clock";
+    const std::string key = "shared";
+    const Limit limit = Limit::per(200, 100ms).withBurst(50);
+    const std::int64_t periodUs =
+        std::chrono::duration_cast<std::chrono::microseconds>(limit.period).count();
+
+    std::vector<std::unique_ptr<WorkerProcess>> workers;
+    workers.reserve(4);
+    for (int i = 0; i < 4; ++i) {
+        workers.push_back(std::make_unique<WorkerProcess>(
+            std::vector<std::string>{kWorker, server->unixSocket(), prefix, name,
+                                     std::string(TestType::kName), std::to_string(limit.count),
+                                     std::to_string(periodUs), std::to_string(limit.burst),
+                                     "system", "3000", key},
+            server->directory() + "/system" + std::to_string(i)));
+    }
+    for (auto& w : workers) {
+        w->go();
+    }
+    std::int64_t total = 0;
+    std::int64_t firstUs = std::numeric_limits<std::int64_t>::max();
+    std::int64_t lastUs = std::numeric_limits<std::int64_t>::min();
+    for (std::size_t i = 0; i < workers.size(); ++i) {
+        const WorkerProcess::Result r = workers[i]->wait();
+        INFO("worker " << i << " stdout: " << r.out << " stderr: " << r.err);
+        REQUIRE(WIFEXITED(r.status));
+        REQUIRE(WEXITSTATUS(r.status) == 0);
+        std::istringstream out(r.out);
+        std::int64_t admitted = -1;
+        std::int64_t first = 0;
+        std::int64_t last = 0;
+        REQUIRE(out >> admitted >> first >> last);
+        total += admitted;
+        firstUs = std::min(firstUs, first);
+        lastUs = std::max(lastUs, last);
+    }
+    const std::int64_t bound = admissionBound<TestType>(limit, firstUs * 1000, lastUs * 1000);
+    CAPTURE(total, bound, lastUs - firstUs);
+    CHECK(total > 0);
+    CHECK(total <= bound);
 }
 
 }  // namespace ratelimit_test

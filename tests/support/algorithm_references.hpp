@@ -9,9 +9,11 @@
 //
 // Each reference works in the key's own time ("key time"), which `KeyRef` maps from clock time:
 // while the clock moves forward, key time moves with it; a call earlier than the key's last
-// write is "no time passed" (key time stands still) and, when the call writes, moves the key's
-// origin back to it (the rebase). A window key that is fresh again returns to epoch-aligned
-// windows, so its key time is clock time again.
+// write is "no time passed" (key time stands still). A late call (at most the late-call
+// tolerance earlier) is answered at the last write, its waits counted from its own time; an
+// earlier call is a clock step and, when it writes, moves the key's origin back to it (the
+// rebase). A window key that is fresh again returns to epoch-aligned windows, so its key time
+// is clock time again.
 
 #include <cstddef>
 #include <cstdint>
@@ -45,6 +47,7 @@ struct Params {
     Int128 period = 1;
     Int128 burst = 1;
     std::int64_t maxRuns = 64;  ///< sliding log only
+    Int128 lateTolerance = 0;   ///< ticks: how much earlier than the last write a late call is
 };
 
 inline constexpr Int128 kNever = -1;
@@ -345,14 +348,31 @@ struct KeyRef {
 
     struct Call {
         Expected expected;
+        Int128 lateness = 0;  ///< ticks before the last write, for a late call
         bool steppedBack = false;
         bool writes = false;
     };
 
-    /// Decides a call at clock time `t` and applies it as docs/semantics.md says: an admission with
-    /// a cost writes; a refusal writes only the rebase after a step back; a cost of zero or above
-    /// the limit writes nothing.
+    /// Decides a call at clock time `t` and applies it as docs/semantics.md says: a late call is
+    /// answered at the last write; an admission with a cost writes; a refusal writes only the
+    /// rebase after a step back; a cost of zero or above the limit writes nothing.
     Call call(const Params& p, Int128 t, Int128 cost) {
+        if (written && t < lastReal && lastReal - t <= p.lateTolerance) {
+            Call c = answeredAt(p, lastReal, cost);
+            c.lateness = lastReal - t;
+            if (c.expected.retry > 0) {
+                c.expected.retry += c.lateness;
+            }
+            if (c.expected.reset > 0) {
+                c.expected.reset += c.lateness;
+            }
+            return c;
+        }
+        return answeredAt(p, t, cost);
+    }
+
+private:
+    Call answeredAt(const Params& p, Int128 t, Int128 cost) {
         Call c;
         c.steppedBack = written && t < lastReal;
         KeyRef view = *this;

@@ -56,6 +56,23 @@ constexpr std::int64_t capacityOf(const ratelimit::Limit& limit) {
     return Model::kBucket ? limit.burst : limit.count;
 }
 
+/// The most `Model` may admit at cost 1 on one key from calls whose times (nanoseconds since
+/// the clock's epoch) lie in [start, end], however the calls interleave.
+template <class Model>
+std::int64_t admissionBound(const ratelimit::Limit& limit, std::int64_t start, std::int64_t end) {
+    const std::int64_t period = limit.period.count();
+    if (Model::kBucket) {
+        // Full at the start, then `count` per `period`, exactly.
+        return limit.burst + (end - start) * limit.count / period;
+    }
+    if (std::is_same_v<Model, ratelimit::SlidingLogModel>) {
+        // Every (t - W, t] holds at most count; floor(span / W) + 1 such windows cover the run.
+        return limit.count * ((end - start) / period + 1);
+    }
+    // Fixed window and sliding counter: at most count in each aligned window touched.
+    return limit.count * (end / period - start / period + 1);
+}
+
 /// Sends `n` requests of cost 1 for `key`; returns how many were admitted and the last decision.
 template <class L>
 std::pair<int, ratelimit::Decision> send(L& limiter, int n, std::string_view key = "client") {

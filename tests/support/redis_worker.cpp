@@ -1,11 +1,16 @@
-// ratelimit_redis_worker: one process of the multi-process exactness test in
+// ratelimit_redis_worker: one process of the multi-process exactness tests in
 // tests/storage/redis_concurrency_test.cpp. It builds one Redis limiter with a ManualClock frozen
 // at the given instant, connects (a cost-0 peek of another key), waits for the start signal (one
 // byte, or end of file, on stdin), then tries `attempts` requests of cost 1 on `key` and prints
 // how many were admitted.
 //
 //   ratelimit_redis_worker <unix socket> <key prefix> <limiter name> <model> <count>
-//                          <period µs> <burst> <now µs> <attempts> <key>
+//                          <period µs> <burst> <now µs | system> <attempts> <key>
+//
+// With `system` instead of an instant, the limiter's clock is the SystemClock and each request
+// passes the time read just before it, with the default options, as a host sharing Redis does;
+// the worker then also prints the time read before its first request and after its last one
+// (µs since the epoch): "<admitted> <first µs> <last µs>".
 //
 // <model> is fixed_window, sliding_log, sliding_counter, token_bucket or leaky_bucket.
 // Exit status: 0 and the admitted count on stdout; 2 for a bad command line; 3 when the store
@@ -17,10 +22,12 @@
 #include <cstdint>
 #include <exception>
 #include <iostream>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <type_traits>
 #include <unistd.h>
 
 #include <ratelimit/redis.hpp>
@@ -35,7 +42,7 @@ struct Arguments {
     std::int64_t count = 0;
     std::int64_t periodUs = 0;
     std::int64_t burst = 0;
-    std::int64_t nowUs = 0;
+    std::optional<std::int64_t> nowUs;  ///< none: the system clock
     std::int64_t attempts = 0;
     std::string key;
 };
@@ -64,34 +71,56 @@ void waitForStart() {
     }
 }
 
-template <class Model>
-int run(const Arguments& a) {
+std::int64_t microsOf(ratelimit::SystemClock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+}
+
+template <class Model, class Clock>
+int run(const Arguments& a, const Clock& clock) {
     ratelimit::RedisStorage::Options options;
     options.unixSocket = a.socket;
     options.keyPrefix = a.keyPrefix;
     options.timeout = std::chrono::milliseconds{5000};
     const ratelimit::RedisStorage storage(options);
 
-    ratelimit::ManualClock clock;
-    clock.set(std::chrono::microseconds{a.nowUs});
     ratelimit::LimiterOptions limiterOptions;
     limiterOptions.name = a.name;
     limiterOptions.failurePolicy = ratelimit::FailurePolicy::kThrow;
     const ratelimit::Limit limit =
         ratelimit::Limit::per(a.count, std::chrono::microseconds{a.periodUs}).withBurst(a.burst);
-    ratelimit::Limiter<Model, ratelimit::RedisStorage, ratelimit::ManualClock> limiter(
-        limit, storage, clock, limiterOptions);
+    ratelimit::Limiter<Model, ratelimit::RedisStorage, Clock> limiter(limit, storage, clock,
+                                                                      limiterOptions);
 
     (void)limiter.peek(a.key + "#connect", 0);  // opens the connection before the start
     waitForStart();
     std::int64_t admitted = 0;
-    for (std::int64_t i = 0; i < a.attempts; ++i) {
-        if (limiter.tryAcquire(a.key, 1).allowed) {
-            ++admitted;
+    if constexpr (std::is_same_v<Clock, ratelimit::SystemClock>) {
+        const std::int64_t first = microsOf(clock.now());
+        for (std::int64_t i = 0; i < a.attempts; ++i) {
+            if (limiter.tryAcquire(a.key, 1, clock.now()).allowed) {
+                ++admitted;
+            }
         }
+        std::cout << admitted << ' ' << first << ' ' << microsOf(clock.now()) << '\n' << std::flush;
+    } else {
+        for (std::int64_t i = 0; i < a.attempts; ++i) {
+            if (limiter.tryAcquire(a.key, 1).allowed) {
+                ++admitted;
+            }
+        }
+        std::cout << admitted << '\n' << std::flush;
     }
-    std::cout << admitted << '\n' << std::flush;
     return 0;
+}
+
+template <class Model>
+int run(const Arguments& a) {
+    if (!a.nowUs) {
+        return run<Model>(a, ratelimit::SystemClock{});
+    }
+    ratelimit::ManualClock clock;
+    clock.set(std::chrono::microseconds{*a.nowUs});
+    return run<Model>(a, clock);
 }
 
 }  // namespace
@@ -109,7 +138,9 @@ int main(int argc, char** argv) {
         a.count = number(argv[5], "count");
         a.periodUs = number(argv[6], "period");
         a.burst = number(argv[7], "burst");
-        a.nowUs = number(argv[8], "now");
+        if (std::string_view{argv[8]} != "system") {
+            a.nowUs = number(argv[8], "now");
+        }
         a.attempts = number(argv[9], "attempts");
         a.key = argv[10];
         if (a.model == ratelimit::FixedWindowModel::kName) {
