@@ -171,13 +171,16 @@ TEST_CASE("LeakyBucket: with a clock that steps back it still admits exactly as 
     // by default the steps of up to 1 s are late calls, whose waits count from their own time.
     std::uint64_t seed = 3000;
     const LimiterOptions rebaseAll{.lateCallTolerance = 0ns};
-    for (const auto& [limit, options] :
+    for (const auto& limitAndOptions :
          {std::pair{Limit::perMinute(10), rebaseAll}, std::pair{Limit::per(3, 10s), rebaseAll},
           std::pair{Limit::perSecond(7).withBurst(3), rebaseAll},
           std::pair{Limit::perHour(999'999), rebaseAll},
           std::pair{Limit::per(10, 90s).withBurst(20), rebaseAll},
           std::pair{Limit::perSecond(7).withBurst(3), LimiterOptions{}},
           std::pair{Limit::per(3, 2s), LimiterOptions{}}}) {
+        // Named, not a structured binding: clang 14 cannot capture one in the lambda below.
+        const Limit& limit = limitAndOptions.first;
+        const LimiterOptions& options = limitAndOptions.second;
         ManualClock clock;
         auto leaky = makeLimiter<Leaky>(limit, clock, options);
         auto token = makeLimiter<Token>(limit, clock, options);
