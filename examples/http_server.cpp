@@ -1,6 +1,8 @@
 // An HTTP service limited per route with ratelimit's HTTP helpers and cpp-httplib: a
 // middleware applies the rule table to every request, writes the rate-limit fields on every
-// response, answers 429 with a problem-details body and Retry-After, and skips /health.
+// response, answers 429 with a problem-details body and Retry-After, answers 400 to a target
+// that reads as different routes (cpp-httplib serves /api/.. with the /api handler, while its
+// resolved path is /), and skips /health.
 //
 //   http_server [--port N] [--rules FILE] [--redis HOST:PORT] [--api-key KEY=TIER]...
 //               [--trust-proxy CIDR --forwarded-header xff|forwarded|x-real-ip] [--no-limit]

@@ -1,8 +1,8 @@
 // libFuzzer target for the HTTP parsers: addresses and networks, forwarding headers (all three
-// kinds, trusted by network and by hop count), request paths, the rule file format and the
-// structured-field and JSON writers. Hostile input must never crash, never throw from the
-// request-time code (the rule file parser may throw std::invalid_argument, nothing else), and
-// the invariants below must hold.
+// kinds, trusted by network and by hop count), request paths and their readings, the rule file
+// format and the structured-field and JSON writers. Hostile input must never crash, never throw
+// from the request-time code (the rule file parser may throw std::invalid_argument, nothing else),
+// and the invariants below must hold.
 //
 //   cmake --preset ci-fuzz
 //   cmake --build --preset ci-fuzz --target ratelimit_fuzz_http_parsers
@@ -94,6 +94,15 @@ void fuzzPath(std::string_view text) {
     check(p.find("//") == std::string::npos);
     check(p.find("/./") == std::string::npos && p.find("/../") == std::string::npos);
     check(!p.ends_with("/.") && !p.ends_with("/.."));
+    // Every reading is a path, the first is normalizePath's, and none comes twice.
+    const std::vector<std::string> readings = http::pathReadings(text);
+    check(!readings.empty() && readings.size() <= 8 && readings.front() == p);
+    for (std::size_t i = 0; i < readings.size(); ++i) {
+        check(!readings[i].empty() && readings[i].front() == '/');
+        check(readings[i] == "/" || readings[i].back() != '/');
+        check(std::find(readings.begin() + static_cast<std::ptrdiff_t>(i) + 1, readings.end(),
+                        readings[i]) == readings.end());
+    }
 }
 
 void fuzzRules(std::string_view text) {

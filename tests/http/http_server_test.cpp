@@ -88,3 +88,33 @@ TEST_CASE("HTTP server example: --no-limit serves without the limiter", "[http][
         CHECK_FALSE(r.header("RateLimit"));
     }
 }
+
+TEST_CASE(
+    "HTTP server example: a target whose dot segments or encoded slashes change its route is "
+    "refused, never served without a limit",
+    "[http][example][server]") {
+    const std::string rules = writeRules();
+    ServerProcess server({"--port", "0", "--rules", rules});
+    const int port = server.port();
+    // cpp-httplib serves these with the /api handler (it resolves no dot segments), while
+    // their dot-resolved path, /, meets no rule.
+    for (const char* target :
+         {"/api/..", "/api/x/../..", "/api/%2e%2e/", "/api/%2E%2e", "/api/.%2e/", "//api/..//",
+          "/api/..;/", "/api%2F..", "/api/x%2f..%2f..", "/api%2fitems"}) {
+        INFO(target);
+        int refused = 0;
+        for (int i = 0; i < 5; ++i) {
+            const Response r = send(port, "GET", target);
+            CHECK_FALSE(r.header("RateLimit"));
+            refused += r.status == 400 ? 1 : 0;
+        }
+        CHECK(refused == 5);
+    }
+    // The route itself is still limited, spelled plainly or not.
+    CHECK(send(port, "GET", "/api/x/../items").status == 200);
+    CHECK(send(port, "GET", "/api/a%2Fb").status == 200);
+    const Response limited = send(port, "GET", "/api/items");
+    CHECK(limited.status == 429);
+    CHECK(limited.header("RateLimit"));
+    CHECK(std::remove(rules.c_str()) == 0);
+}

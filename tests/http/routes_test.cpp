@@ -23,6 +23,7 @@ namespace {
 using ratelimit::Algorithm;
 using ratelimit::Limit;
 using ratelimit::http::normalizePath;
+using ratelimit::http::pathReadings;
 using ratelimit::http::RequestInfo;
 using ratelimit::http::RouteLimiter;
 using ratelimit::http::RouteLimiterOptions;
@@ -66,6 +67,24 @@ TEST_CASE("normalizePath: other spellings of a path do not bypass its rule", "[h
     CHECK(normalizePath("/a%00b") == std::string("/a\0b", 4));
     CHECK(normalizePath("http://host") == "/");
     CHECK(normalizePath("/login.php") == "/login.php");
+}
+
+TEST_CASE("pathReadings: one path when every server reads it alike, else each reading once",
+          "[http][routes]") {
+    using Paths = std::vector<std::string>;
+    for (const char* alike : {"/api/items?x=/..#..", "//api//items/", "/%61pi/items",
+                              "/api/.well-known", "/api/v1.2/x", "http://h/api/items"}) {
+        INFO(alike);
+        CHECK(pathReadings(alike) == Paths{normalizePath(alike)});
+    }
+    CHECK(pathReadings("/api/..") == Paths{"/", "/api/.."});
+    CHECK(pathReadings("/api/%2E%2e/") == Paths{"/", "/api/.."});
+    CHECK(pathReadings("/api/./x") == Paths{"/api/x", "/api/./x"});
+    CHECK(pathReadings("/api%2fitems") == Paths{"/api/items", "/api%2Fitems"});
+    CHECK(pathReadings("/a%2F..%2Fb") == Paths{"/b", "/a%2F..%2Fb", "/a/../b"});
+    CHECK(pathReadings("/api/..;/") == Paths{"/api/..;", "/", "/api/.."});
+    CHECK(pathReadings("/api;v=1/x") == Paths{"/api;v=1/x", "/api/x"});
+    CHECK(pathReadings("/api/%3b..") == Paths{"/api/;..", "/api"});
 }
 
 TEST_CASE("RouteTable: longest prefix on whole segments, tier over tierless, method over *",
@@ -215,4 +234,55 @@ TEST_CASE("RouteLimiter: an IPv6 /48 aggregate limit catches clients spread over
     bad.allowList = {"300.0.0.0/8"};
     REQUIRE_THROWS_WITH(RouteLimiter(RouteTable{}, ratelimit::MemoryStorage{}, bad),
                         Catch::Matchers::Contains("allowList"));
+}
+
+TEST_CASE(
+    "RouteLimiter: a target whose dot segments, encoded slashes or parameters change its route "
+    "is refused, never judged by a rule the application does not serve it by",
+    "[http][routes]") {
+    RouteLimiterOptions options;
+    options.skipPaths = {"/health"};
+    RouteLimiter limiter{RouteTable::parse("GET /api 2/h name=api\nPOST /login 3/h\n"),
+                         ratelimit::MemoryStorage{}, options};
+    // A router that does not resolve dot segments (cpp-httplib, most frameworks' prefix
+    // routes) serves each of these under /api, one that does serves them as /; one that keeps
+    // %2F inside a segment or cuts ;parameters off reads the last ones otherwise still.
+    for (const char* target :
+         {"/api/..", "/api/x/../..", "/api/%2e%2e/", "/api/%2E%2e", "/api/.%2e/", "//api/..//",
+          "/api/..;/", "/api%2F..", "/api/x%2f..%2f..", "/api%2fitems", "/api/../health",
+          "/health/../api", "/api/./../login"}) {
+        INFO(target);
+        int refused = 0;
+        for (int i = 0; i < 1100; ++i) {
+            const Verdict v = limiter.check(RequestInfo{"GET", target, "203.0.113.1", {}, {}, {}});
+            refused += !v.allowed && v.status == 400 && !v.limited && v.headers.empty() ? 1 : 0;
+        }
+        CHECK(refused == 1100);
+    }
+    const Verdict problem = limiter.check(RequestInfo{"GET", "/api/..", "203.0.113.1", {}, {}, {}});
+    CHECK(problem.status == ratelimit::http::kStatusBadRequest);
+    CHECK(problem.rule == nullptr);
+    CHECK(std::string(problem.contentType) == "application/problem+json");
+    CHECK(problem.body.find(R"("status":400)") != std::string::npos);
+    CHECK(problem.body.find("dot segments") != std::string::npos);
+    options.problemDetails = false;
+    RouteLimiter plain{RouteTable::parse("GET /api 2/h\n"), ratelimit::MemoryStorage{}, options};
+    const Verdict text = plain.check(RequestInfo{"GET", "/api/..", "203.0.113.1", {}, {}, {}});
+    CHECK(text.status == 400);
+    CHECK(std::string(text.contentType) == "text/plain; charset=utf-8");
+    CHECK(text.body.find("dot segments") != std::string::npos);
+    // Spellings that every reading takes to the same route are judged by it, as before.
+    int client = 0;
+    for (const char* target : {"/api/x/../y", "//api//items/", "/%61pi/items", "/api/a%2Fb",
+                               "/api/x;v=1", "/api/.well-known"}) {
+        INFO(target);
+        const std::string peer = "198.51.100." + std::to_string(++client);
+        int admitted = 0;
+        for (int i = 0; i < 5; ++i) {
+            const Verdict v = limiter.check(RequestInfo{"GET", target, peer, {}, {}, {}});
+            CHECK(v.limited);
+            admitted += v.allowed ? 1 : 0;
+        }
+        CHECK(admitted == 2);
+    }
 }

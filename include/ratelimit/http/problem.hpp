@@ -160,6 +160,15 @@ inline constexpr std::string_view kQuotaExceededType =
     return problemJson(std::span<const std::string_view>(&policy, 1), retryAfterSeconds(decision));
 }
 
+/// A 400 Bad Request body as RFC 9457 problem details: type `about:blank` (the status says it
+/// all), title `Bad Request`, `status` 400 and the `detail` sentence, escaped into valid JSON.
+[[nodiscard]] inline std::string badRequestProblemJson(std::string_view detail) {
+    std::string out = R"({"type":"about:blank","title":"Bad Request","status":400,"detail":)";
+    detail::appendJsonString(out, detail);
+    out.push_back('}');
+    return out;
+}
+
 /// A plain-text 429 body (`text/plain`): one sentence with the wait when there is one.
 [[nodiscard]] inline std::string plainBody(const Decision& decision) {
     if (const std::optional<std::int64_t> s = retryAfterSeconds(decision)) {

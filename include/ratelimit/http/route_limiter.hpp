@@ -31,7 +31,8 @@ struct RouteLimiterOptions {
     /// IPv6. Matched against the client address `identity` finds.
     std::vector<std::string> allowList;
     /// Path prefixes never limited (health checks), matched on whole segments after
-    /// `normalizePath`, any method.
+    /// `normalizePath`, any method. A target only some of whose `pathReadings` are skipped is
+    /// refused (see `RouteLimiter::check`).
     std::vector<std::string> skipPaths;
     /// Which response fields to write.
     HeaderOptions headers;
@@ -63,21 +64,29 @@ struct RequestInfo {
 };
 
 /// The HTTP status codes of a `Verdict`: 200 OK (RFC 9110 section 15.3.1) when the request may
-/// go on, 429 Too Many Requests (RFC 6585 section 4) when refused.
+/// go on, 429 Too Many Requests (RFC 6585 section 4) when refused, 400 Bad Request (RFC 9110
+/// section 15.5.1) when its target reads as different routes (see `RouteLimiter::check`).
 inline constexpr int kStatusOk = 200;
 inline constexpr int kStatusTooManyRequests = 429;
+inline constexpr int kStatusBadRequest = 400;
+
+/// The `detail` of a 400 `Verdict`'s body.
+inline constexpr std::string_view kAmbiguousPathDetail =
+    "The request path leads to different routes depending on whether its dot segments are "
+    "resolved, its %2F taken as a separator or its ;parameters cut off.";
 
 /// The answer for one request: whether to go on, and what to add to the response.
 struct Verdict {
-    /// A rule applied (false: skipped path, allow-listed client or no matching rule).
+    /// A rule applied (false: skipped path, allow-listed client, no matching rule, or a target
+    /// refused with 400).
     bool limited = false;
     /// Go on with the request; otherwise answer `status` with `body`.
     bool allowed = true;
-    /// 429 when refused.
+    /// 429 when refused by a rule, 400 when the target reads as different routes.
     int status = kStatusOk;
     /// Fields for the response, whatever its status.
     std::vector<Header> headers;
-    /// The 429 body and its content type (empty when allowed).
+    /// The 429 or 400 body and its content type (empty when allowed).
     std::string body;
     std::string_view contentType;
     /// The rule that applied, or nullptr.
@@ -149,27 +158,29 @@ public:
         }
     }
 
-    /// Decides one request. Never throws on hostile input (only `std::bad_alloc`, or
-    /// `StoreException` under `FailurePolicy::kThrow`).
+    /// Decides one request. A target that `pathReadings` reads as paths of different routes
+    /// (another rule, no rule, or a skipped path) is refused with 400 whoever sends it: the
+    /// limiter cannot know which one the application serves, and judging it by the wrong one
+    /// would let a request past its route's limit. Never throws on hostile input (only
+    /// `std::bad_alloc`, or `StoreException` under `FailurePolicy::kThrow`).
     [[nodiscard]] Verdict check(const RequestInfo& request) {
-        Verdict v;
-        const std::string path = normalizePath(request.target);
-        for (const std::string& skip : skip_) {
-            if (skip == "/" || path == skip ||
-                (path.size() > skip.size() && path.compare(0, skip.size(), skip) == 0 &&
-                 path[skip.size()] == '/')) {
-                return v;
+        const std::string_view tier = request.principal ? request.tier : std::string_view{};
+        const std::vector<std::string> paths = pathReadings(request.target);
+        const Route route = routeOf(request.method, paths.front(), tier);
+        for (std::size_t i = 1; i < paths.size(); ++i) {
+            if (routeOf(request.method, paths[i], tier) != route) {
+                return ambiguousPath();
             }
         }
+        Verdict v;
+        if (route.skipped) {
+            return v;
+        }
         v.client = identity_.identify(request.peer, request.forwarded, request.principal);
-        if (v.client.address && allow_.contains(*v.client.address)) {
+        if ((v.client.address && allow_.contains(*v.client.address)) || route.rule == nullptr) {
             return v;
         }
-        v.rule = table_.matchNormalized(request.method, path,
-                                        request.principal ? request.tier : std::string_view{});
-        if (v.rule == nullptr) {
-            return v;
-        }
+        v.rule = route.rule;
         v.limited = true;
         const auto ruleIndex = static_cast<std::size_t>(v.rule - table_.rules().data());
         const std::size_t index = limiterOfRule_[ruleIndex];
@@ -216,6 +227,39 @@ public:
     [[nodiscard]] const ClientIdentity& identity() const noexcept { return identity_; }
 
 private:
+    /// What a path means to the limiter: skipped, or judged by `rule` (nullptr: by none).
+    struct Route {
+        bool skipped = false;
+        const RouteRule* rule = nullptr;
+        friend bool operator==(const Route&, const Route&) = default;
+    };
+
+    [[nodiscard]] Route routeOf(std::string_view method, std::string_view path,
+                                std::string_view tier) const {
+        for (const std::string& skip : skip_) {
+            if (skip == "/" || path == skip ||
+                (path.size() > skip.size() && path.substr(0, skip.size()) == skip &&
+                 path[skip.size()] == '/')) {
+                return {true, nullptr};
+            }
+        }
+        return {false, table_.matchNormalized(method, path, tier)};
+    }
+
+    [[nodiscard]] Verdict ambiguousPath() const {
+        Verdict v;
+        v.allowed = false;
+        v.status = kStatusBadRequest;
+        if (problemDetails_) {
+            v.body = badRequestProblemJson(kAmbiguousPathDetail);
+            v.contentType = kProblemContentType;
+        } else {
+            v.body = std::string(kAmbiguousPathDetail).append("\n");
+            v.contentType = "text/plain; charset=utf-8";
+        }
+        return v;
+    }
+
     RouteTable table_;
     ClientIdentity identity_;
     CidrSet allow_;

@@ -35,16 +35,32 @@ namespace detail {
     return target;
 }
 
-/// Every well-formed `%XX` decoded once; a malformed one kept as it is.
-[[nodiscard]] inline std::string percentDecoded(std::string_view path) {
+/// How a server may read a request path: the three choices on which servers differ. The
+/// default is `normalizePath`'s reading.
+struct PathReading {
+    /// `.` and `..` applied (RFC 3986 section 5.2.4), or kept as names (cpp-httplib and other
+    /// routers that match the path as received).
+    bool resolveDots = true;
+    /// `%2F` separates segments like `/`, or is a character of its segment.
+    bool encodedSlashSeparates = true;
+    /// `;` and what follows it cut off every segment (servlet containers' path parameters), or
+    /// kept.
+    bool cutParameters = false;
+};
+
+/// Every well-formed `%XX` decoded once (`%2F` only when `decodeSlash`, otherwise written
+/// `%2F`); a malformed one kept as it is.
+[[nodiscard]] inline std::string percentDecoded(std::string_view path, bool decodeSlash = true) {
     constexpr int kRadix = 16;
     std::string decoded;
     decoded.reserve(path.size());
     for (std::size_t i = 0; i < path.size(); ++i) {
         if (path[i] == '%' && i + 2 < path.size() && ascii::hexValue(path[i + 1]) >= 0 &&
             ascii::hexValue(path[i + 2]) >= 0) {
-            decoded.push_back(static_cast<char>(ascii::hexValue(path[i + 1]) * kRadix +
-                                                ascii::hexValue(path[i + 2])));
+            const char c = static_cast<char>(ascii::hexValue(path[i + 1]) * kRadix +
+                                             ascii::hexValue(path[i + 2]));
+            decoded.append(c == '/' && !decodeSlash ? std::string_view("%2F")
+                                                    : std::string_view(&c, 1));
             i += 2;
         } else {
             decoded.push_back(path[i]);
@@ -53,27 +69,44 @@ namespace detail {
     return decoded;
 }
 
-/// The segments of `path` with empty and `.` ones dropped and `..` applied (never above the
-/// root).
-[[nodiscard]] inline std::vector<std::string_view> resolvedSegments(std::string_view path) {
+/// `path` as a server reading it `reading` would: decoded once, empty segments dropped, joined
+/// by `/` after a leading `/`, no trailing slash (`/` when no segment is left; `..` never climbs
+/// above the root).
+[[nodiscard]] inline std::string readPath(std::string_view path, PathReading reading) {
+    const std::string decoded = percentDecoded(path, reading.encodedSlashSeparates);
     std::vector<std::string_view> segments;
-    std::size_t start = 0;
-    while (start <= path.size()) {
-        std::size_t end = path.find('/', start);
-        if (end == std::string_view::npos) {
-            end = path.size();
+    for (std::size_t start = 0; start <= decoded.size();) {
+        const std::size_t end = std::min(decoded.find('/', start), decoded.size());
+        std::string_view segment = std::string_view(decoded).substr(start, end - start);
+        start = end + 1;
+        if (reading.cutParameters) {
+            segment = segment.substr(0, segment.find(';'));
         }
-        const std::string_view segment = path.substr(start, end - start);
-        if (segment == "..") {
+        if (segment.empty() || (reading.resolveDots && segment == ".")) {
+            continue;
+        }
+        if (reading.resolveDots && segment == "..") {
             if (!segments.empty()) {
                 segments.pop_back();
             }
-        } else if (!segment.empty() && segment != ".") {
-            segments.push_back(segment);
+            continue;
         }
-        start = end + 1;
+        segments.push_back(segment);
     }
-    return segments;
+    std::string out;
+    out.reserve(decoded.size() + 1);
+    for (const std::string_view segment : segments) {
+        out.push_back('/');
+        out.append(segment);
+    }
+    return out.empty() ? std::string("/") : out;
+}
+
+/// Whether every `PathReading` reads `path` alike: only a `%`, a `;` or a segment that starts
+/// with `.` can make them differ.
+[[nodiscard]] constexpr bool readsAlike(std::string_view path) noexcept {
+    return path.find_first_of("%;") == std::string_view::npos && !path.starts_with('.') &&
+           path.find("/.") == std::string_view::npos;
 }
 
 }  // namespace detail
@@ -85,19 +118,35 @@ namespace http {
 /// its path, every `%XX` decoded once (`%2F` included: a router that decodes it must not see a
 /// path the rules did not), empty and `.` segments dropped, `..` applied (never above the
 /// root), no trailing slash. `//login`, `/login/`, `/./login`, `/x/../login` and `/%6cogin` are
-/// all `/login`. Never throws on hostile input (only `std::bad_alloc`).
+/// all `/login`. `pathReadings` gives the paths other servers may read. Never throws on
+/// hostile input (only `std::bad_alloc`).
 [[nodiscard]] inline std::string normalizePath(std::string_view target) {
-    const std::string decoded = detail::percentDecoded(detail::targetPath(target));
-    std::string out;
-    out.reserve(decoded.size() + 1);
-    for (const std::string_view s : detail::resolvedSegments(decoded)) {
-        out.push_back('/');
-        out.append(s);
+    return detail::readPath(detail::targetPath(target), {});
+}
+
+/// Every path a server may read `target` as: `normalizePath(target)` first, then, without
+/// repeats, the paths of servers that keep dot segments as names (cpp-httplib does), keep a
+/// `%2F` inside its segment or cut `;` parameters off segments, in every combination. One
+/// path when they all agree, as they do for every path without a `%`, a `;` or a segment
+/// starting with `.`. Never throws on hostile input (only `std::bad_alloc`).
+[[nodiscard]] inline std::vector<std::string> pathReadings(std::string_view target) {
+    const std::string_view path = detail::targetPath(target);
+    std::vector<std::string> paths{detail::readPath(path, {})};
+    if (detail::readsAlike(path)) {
+        return paths;
     }
-    if (out.empty()) {
-        out = "/";
+    for (const bool resolveDots : {true, false}) {
+        for (const bool encodedSlashSeparates : {true, false}) {
+            for (const bool cutParameters : {false, true}) {
+                std::string p =
+                    detail::readPath(path, {resolveDots, encodedSlashSeparates, cutParameters});
+                if (std::find(paths.begin(), paths.end(), p) == paths.end()) {
+                    paths.push_back(std::move(p));
+                }
+            }
+        }
     }
-    return out;
+    return paths;
 }
 
 /// One rule: requests whose method and path match are limited by `limit` under the policy
@@ -170,7 +219,8 @@ public:
     }
 
     /// The rule for a request, or nullptr. `target` is the raw request target (normalised here);
-    /// `tier` the authenticated tier (empty: none).
+    /// `tier` the authenticated tier (empty: none). This reads the target one way only;
+    /// `RouteLimiter::check` also refuses a target that other readings take to another route.
     [[nodiscard]] const RouteRule* match(std::string_view method, std::string_view target,
                                          std::string_view tier = {}) const {
         return matchNormalized(method, normalizePath(target), tier);
