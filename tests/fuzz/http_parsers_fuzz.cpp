@@ -1,8 +1,9 @@
 // libFuzzer target for the HTTP parsers: addresses and networks, forwarding headers (all three
-// kinds, trusted by network and by hop count), request paths and their readings, the rule file
-// format and the structured-field and JSON writers. Hostile input must never crash, never throw
-// from the request-time code (the rule file parser may throw std::invalid_argument, nothing else),
-// and the invariants below must hold.
+// kinds, trusted by network and by hop count; junk left of the client's hop never changes its
+// key), request paths and their readings, the rule file format and the structured-field and
+// JSON writers. Hostile input must never crash, never throw from the request-time code (the rule
+// file parser may throw std::invalid_argument, nothing else), and the invariants below must
+// hold.
 //
 //   cmake --preset ci-fuzz
 //   cmake --build --preset ci-fuzz --target ratelimit_fuzz_http_parsers
@@ -10,6 +11,7 @@
 //       /tmp/corpus tests/fuzz/corpus/http_parsers -max_total_time=600 -jobs=2
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -78,13 +80,113 @@ void fuzzIdentity(std::string_view text) {
         for (const auto& options : {byNetwork, byHops}) {
             const http::ClientIdentity id{options};
             const http::ClientKey k = id.identify("10.0.0.1", lines);
-            check(k.address.has_value());
-            check(!k.key.empty());
-            check(k.key.rfind("ip4:", 0) == 0 || k.key.rfind("ip6:", 0) == 0);
+            const bool hop = k.key.rfind("hop:", 0) == 0;
+            check(k.address.has_value() != hop);
+            check(hop || k.key.rfind("ip4:", 0) == 0 || k.key.rfind("ip6:", 0) == 0);
+            check(k.key.size() <= 4 + 128 || !hop);
         }
     }
     const http::ClientKey peer = http::ClientIdentity{}.identify(text);
     check(!peer.key.empty());
+}
+
+/// `text` without the bytes in `drop`.
+std::string without(std::string_view text, std::string_view drop) {
+    std::string out;
+    for (const char c : text) {
+        if (drop.find(c) == std::string_view::npos) {
+            out.push_back(c);
+        }
+    }
+    return out;
+}
+
+/// How a proxy writes `address` into `header`.
+std::string asHop(http::ForwardedHeader header, std::string_view address) {
+    if (header != http::ForwardedHeader::kForwarded) {
+        return std::string(address);
+    }
+    return address.find(':') == std::string_view::npos
+               ? "for=" + std::string(address) + ";proto=https"
+               : "for=\"" + std::string(address) + "\"";
+}
+
+/// The client's hop as a trusted proxy wrote it: an untrusted address, or text that is no
+/// address at all (`x…` never parses as one; a Forwarded element starting `x;` has no `for=`).
+std::string clientHop(http::ForwardedHeader header, std::string_view text, bool address) {
+    static constexpr std::array<std::string_view, 5> kClients{
+        "198.51.100.77", "203.0.113.5:8080", "[2001:db8::1]:443", "2001:db8::2", "192.0.2.1"};
+    if (address) {
+        return asHop(header, kClients[text.size() % kClients.size()]);
+    }
+    if (header != http::ForwardedHeader::kForwarded) {
+        return "x" + without(text, ",\n");
+    }
+    return text.size() % 2 == 0 ? "for=\"x" + without(text, "\"\\\n") + "\""
+                                : "x;" + without(text, "\",\n");
+}
+
+/// The field lines of `junk` (split at '\n') followed by `suffix`: on the junk's last line
+/// after a comma (a proxy appending to the field), or on a line of its own.
+std::vector<std::string> withJunkOnTheLeft(std::string_view junk, const std::string& suffix,
+                                           bool ownLine) {
+    std::vector<std::string> lines{std::string()};
+    for (const char c : junk) {
+        if (c == '\n') {
+            lines.emplace_back();
+        } else {
+            lines.back().push_back(c);
+        }
+    }
+    if (ownLine) {
+        lines.push_back(suffix);
+    } else {
+        lines.back().append(", ").append(suffix);
+    }
+    return lines;
+}
+
+std::string keyOf(const http::ClientIdentity& id, const std::vector<std::string>& lines) {
+    const std::vector<std::string_view> views(lines.begin(), lines.end());
+    return id.identify("10.0.0.1", std::span<const std::string_view>(views)).key;
+}
+
+/// Whatever a client puts left of the first untrusted hop never changes the key. Byte 0 picks
+/// the header, the trusted proxies right of the client (0…3), junk on its own lines or not and
+/// the client hop's form; byte 1 where the rest splits into the hop's text and the junk.
+void fuzzLeftJunk(std::string_view text) {
+    if (text.size() < 2) {
+        return;
+    }
+    static constexpr std::array<http::ForwardedHeader, 3> kHeaders{
+        http::ForwardedHeader::kXForwardedFor, http::ForwardedHeader::kForwarded,
+        http::ForwardedHeader::kXRealIp};
+    static constexpr std::array<std::string_view, 4> kProxies{"10.0.0.3", "10.20.30.40:81",
+                                                              "[fd00::7]:443", "fd00::8"};
+    const unsigned control = static_cast<unsigned char>(text[0]);
+    const http::ForwardedHeader header = kHeaders[control % 3];
+    const bool realIp = header == http::ForwardedHeader::kXRealIp;
+    const unsigned proxies = realIp ? 0 : (control / 3) % 4;
+    const bool ownLine = realIp || (control / 12) % 2 == 1;
+    const std::string_view rest = text.substr(2);
+    const std::size_t split =
+        std::min<std::size_t>(static_cast<unsigned char>(text[1]), rest.size());
+    std::string suffix = clientHop(header, rest.substr(0, split), (control / 24) % 2 == 1);
+    for (unsigned i = 0; i < proxies; ++i) {
+        suffix.append(", ").append(asHop(header, kProxies[(control / 48 + i) % kProxies.size()]));
+    }
+    http::ClientIdentityOptions byNetwork;
+    byNetwork.forwardedHeader = header;
+    byNetwork.trustedProxies = {"10.0.0.0/8", "fd00::/8"};
+    http::ClientIdentityOptions byHops;
+    byHops.forwardedHeader = header;
+    byHops.trustedHops = static_cast<int>(proxies) + 1;
+    for (const auto& options : {byNetwork, byHops}) {
+        const http::ClientIdentity id{options};
+        const std::string alone = keyOf(id, {suffix});
+        check(alone != "ip4:10.0.0.1");  // never the proxy's bucket
+        check(keyOf(id, withJunkOnTheLeft(rest.substr(split), suffix, ownLine)) == alone);
+    }
 }
 
 void fuzzPath(std::string_view text) {
@@ -147,6 +249,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::string text(data, data + size);
     fuzzAddresses(text);
     fuzzIdentity(text);
+    fuzzLeftJunk(text);
     fuzzPath(text);
     fuzzRules(text);
     fuzzWriters(text);

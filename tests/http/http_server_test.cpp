@@ -118,3 +118,25 @@ TEST_CASE(
     CHECK(limited.header("RateLimit"));
     CHECK(std::remove(rules.c_str()) == 0);
 }
+
+TEST_CASE(
+    "HTTP server example: junk a client puts left of its address in X-Forwarded-For does not "
+    "move it into the proxy's bucket",
+    "[http][example][server]") {
+    const std::string rules = writeRules();
+    // The test client is the trusted proxy: 127.0.0.1 appends nothing, so the client's own
+    // address is the rightmost hop of the header it sends.
+    ServerProcess server({"--port", "0", "--rules", rules, "--trust-proxy", "127.0.0.1/32",
+                          "--forwarded-header", "xff"});
+    const int port = server.port();
+    for (int i = 0; i < 2; ++i) {
+        CHECK(send(port, "GET", "/api/items", "X-Forwarded-For: 198.51.100.77\r\n").status == 200);
+    }
+    for (int i = 0; i < 5; ++i) {
+        const std::string xff = "X-Forwarded-For: \"x" + std::to_string(i) + ", 198.51.100.77\r\n";
+        CHECK(send(port, "GET", "/api/items", xff).status == 429);
+    }
+    // The proxy's own bucket is untouched.
+    CHECK(send(port, "GET", "/api/items").status == 200);
+    CHECK(std::remove(rules.c_str()) == 0);
+}

@@ -56,21 +56,39 @@ constexpr UnquotedScan findUnquoted(std::string_view text, std::size_t pos,
     return {text.size(), quoted};
 }
 
-/// Splits `value` at commas outside quoted strings (an RFC 9110 list), appending the members.
-/// Returns false on an unterminated quoted string.
-inline bool splitList(std::string_view value, std::vector<std::string_view>& out) {
-    std::size_t start = 0;
-    for (;;) {
-        const UnquotedScan scan = findUnquoted(value, start, ',');
-        if (scan.open) {
-            return false;
+/// Splits `value` at every comma, appending the members: a list whose members hold no quoted
+/// strings, as `X-Forwarded-For`'s do not.
+inline void splitAtCommas(std::string_view value, std::vector<std::string_view>& out) {
+    for (std::size_t start = 0;;) {
+        const std::size_t comma = value.find(',', start);
+        out.push_back(value.substr(start, comma - start));
+        if (comma == std::string_view::npos) {
+            return;
         }
-        out.push_back(value.substr(start, scan.end - start));
-        if (scan.end == value.size()) {
-            return true;
-        }
-        start = scan.end + 1;
+        start = comma + 1;
     }
+}
+
+/// Splits `value` at commas outside quoted strings (an RFC 9110 list), appending the members in
+/// order, but finds the quoted strings from the right: a `"` met outside a string ends one, and
+/// the next `"` not preceded by a backslash starts it. So where a member starts depends only on
+/// the text right of it, and a quote a client left open further left cannot swallow the
+/// members proxies appended after it. For a well-formed list this is the usual left-to-right
+/// split; a string still open at the start of `value` runs to it.
+inline void splitListFromRight(std::string_view value, std::vector<std::string_view>& out) {
+    const std::size_t first = out.size();
+    bool quoted = false;
+    std::size_t end = value.size();
+    for (std::size_t i = value.size(); i-- > 0;) {
+        if (value[i] == '"') {
+            quoted = !quoted || (i > 0 && value[i - 1] == '\\');
+        } else if (value[i] == ',' && !quoted) {
+            out.push_back(value.substr(i + 1, end - i - 1));
+            end = i;
+        }
+    }
+    out.push_back(value.substr(0, end));
+    std::reverse(out.begin() + static_cast<std::ptrdiff_t>(first), out.end());
 }
 
 /// The content of a quoted-string with its escapes undone; nullopt when `quoted` is not

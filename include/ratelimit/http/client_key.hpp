@@ -28,7 +28,8 @@ enum class ForwardedHeader {
     kXForwardedFor,
     /// `Forwarded: for=client, for="[2001:db8::1]:443"` (RFC 7239; only `for=` is read).
     kForwarded,
-    /// `X-Real-IP: client` (one address, set by the one proxy in front).
+    /// `X-Real-IP: client` (one address, set by the one proxy in front; the last one when it
+    /// added to a client's instead of replacing it).
     kXRealIp,
 };
 
@@ -76,7 +77,9 @@ struct ClientIdentityOptions {
 /// Who a request is, as a limiter key.
 struct ClientKey {
     /// `user:<id>` for an authenticated principal; `ip4:<address>` or `ip6:<network>/<prefix>`
-    /// otherwise; `peer:<text>` when not even the peer address could be parsed.
+    /// otherwise; `hop:<text>` when the client's hop in the forwarding header is not an address
+    /// (`unknown`, an obfuscated node, garbage); `peer:<text>` when not even the peer address
+    /// could be parsed. `<text>` is at most 128 bytes.
     std::string key;
     /// `ip6:<network>/<aggregate prefix>` for IPv6 clients when enabled, else empty.
     std::string aggregateKey;
@@ -84,8 +87,8 @@ struct ClientKey {
     std::optional<IpAddress> address;
     /// `key` names the authenticated principal, not an address.
     bool authenticated = false;
-    /// The forwarding header was present but malformed where it mattered, so the peer address
-    /// was used.
+    /// The forwarding header was present but entirely unusable (no member that is not blank),
+    /// so the peer address was used.
     bool fellBack = false;
 };
 
@@ -199,6 +202,26 @@ inline std::optional<std::string> forwardedFor(std::string_view element) {
     return found;
 }
 
+/// One hop of a forwarding header: the client or proxy a proxy wrote down, as text (a `for=`
+/// value unquoted, or the member itself when it has no usable one), and its address when it is
+/// one.
+struct ForwardedHop {
+    std::string text;
+    std::optional<http::IpAddress> address;
+};
+
+/// The hop of one member of a `Forwarded` field: only a well-formed element's `for=` names an
+/// address, so a malformed one that happens to read as an address (a bare `10.0.0.1`) is not
+/// taken for a proxy.
+inline ForwardedHop forwardedElementHop(std::string_view member) {
+    std::optional<std::string> node = forwardedFor(member);
+    if (!node || node->empty()) {
+        return {std::string(member), std::nullopt};
+    }
+    std::optional<http::IpAddress> address = http::parseNodeAddress(*node);
+    return {std::move(*node), address};
+}
+
 }  // namespace detail
 
 namespace http {
@@ -208,8 +231,12 @@ namespace http {
 ///
 /// The header is read only when the peer is a trusted proxy (or, with `trustedHops`, always),
 /// and walked right to left: each proxy appends the address it saw, so only the entries the
-/// trusted proxies wrote are believed, and whatever a client put further left is ignored.
-/// Malformed values fall back to the peer address; nothing here throws on hostile input.
+/// trusted proxies wrote are believed. The first hop that is not a trusted proxy's address is
+/// the client, and nothing a client put left of it is ever read: the members are found from the
+/// right (`X-Forwarded-For` has no quoted strings; `Forwarded`'s are matched right to left), so
+/// a stray quote on the left cannot merge them. A client hop that is not an address is keyed as
+/// itself (`hop:<text>`), never as the proxy; only a header with no member at all falls back to
+/// the peer. Nothing here throws on hostile input.
 ///
 /// Thread safety: thread-compatible; the const members may be called concurrently.
 class ClientIdentity {
@@ -259,32 +286,17 @@ public:
 
     /// The client's address: `peer` is the connection's peer address (any form
     /// `parseNodeAddress` reads), `headerValues` every value of the `headerName()` field in the
-    /// order received (empty when absent). nullopt only when `peer` itself is not an address.
-    /// Sets `*fellBack` when the header was malformed where it mattered.
+    /// order received (empty when absent). nullopt when `peer` itself is not an address, or when
+    /// the client's hop in the header is not one (`identify` keys it by its text). Sets
+    /// `*fellBack` when the header was present but had no member at all.
     [[nodiscard]] std::optional<IpAddress> clientAddress(
         std::string_view peer, std::span<const std::string_view> headerValues,
         bool* fellBack = nullptr) const {
-        const std::optional<IpAddress> peerAddress = parseNodeAddress(peer);
-        if (!peerAddress || options_.forwardedHeader == ForwardedHeader::kNone ||
-            headerValues.empty()) {
-            return canonical(peerAddress);
+        const Found found = find(peer, headerValues);
+        if (fellBack != nullptr) {
+            *fellBack = found.fellBack;
         }
-        if (options_.trustedHops == 0 && !trusted_.contains(*peerAddress)) {
-            return canonical(peerAddress);  // anyone can write the header; only proxies count
-        }
-        const auto fallBack = [&] {
-            if (fellBack != nullptr) {
-                *fellBack = true;
-            }
-            return canonical(peerAddress);
-        };
-        const std::optional<std::vector<std::string>> hops = forwardedHops(headerValues);
-        if (!hops || hops->empty()) {
-            return fallBack();
-        }
-        const std::optional<IpAddress> client =
-            options_.trustedHops > 0 ? hopFromRight(*hops) : firstUntrustedHop(*hops);
-        return client ? canonical(client) : fallBack();
+        return found.address;
     }
 
     /// The limiter key of a request. Pass `authenticatedId` only once the application has
@@ -294,15 +306,18 @@ public:
     [[nodiscard]] ClientKey identify(std::string_view peer,
                                      std::span<const std::string_view> headerValues,
                                      std::optional<std::string_view> authenticatedId = {}) const {
+        const Found found = find(peer, headerValues);
         ClientKey out;
-        out.address = clientAddress(peer, headerValues, &out.fellBack);
+        out.address = found.address;
+        out.fellBack = found.fellBack;
         if (authenticatedId) {
             out.key = std::string("user:").append(*authenticatedId);
             out.authenticated = true;
             return out;
         }
         if (!out.address) {
-            out.key = std::string("peer:").append(peer.substr(0, 128));
+            out.key = found.hop ? std::string("hop:").append(found.hop->substr(0, kMaxKeyText))
+                                : std::string("peer:").append(peer.substr(0, kMaxKeyText));
             return out;
         }
         out.key = addressKey(*out.address, options_.ipv6Prefix);
@@ -324,62 +339,81 @@ public:
     [[nodiscard]] const ClientIdentityOptions& options() const noexcept { return options_; }
 
 private:
-    /// The hops of the trusted header, left (furthest) to right (nearest), as text; nullopt
-    /// when the header is malformed as a whole.
-    [[nodiscard]] std::optional<std::vector<std::string>> forwardedHops(
+    /// The most bytes of a hop's or peer's text that go into a key.
+    static constexpr std::size_t kMaxKeyText = 128;
+
+    /// The client as found: its address, or the text of its hop when that is not an address
+    /// (neither: the peer is not an address).
+    struct Found {
+        std::optional<IpAddress> address;
+        std::optional<std::string> hop;
+        bool fellBack = false;
+    };
+
+    [[nodiscard]] Found find(std::string_view peer,
+                             std::span<const std::string_view> headerValues) const {
+        const std::optional<IpAddress> peerAddress = parseNodeAddress(peer);
+        if (!peerAddress || options_.forwardedHeader == ForwardedHeader::kNone ||
+            headerValues.empty() ||
+            (options_.trustedHops == 0 && !trusted_.contains(*peerAddress))) {
+            // No header, or a peer anyone could be: only proxies' headers count.
+            return {canonical(peerAddress), std::nullopt, false};
+        }
+        std::vector<detail::ForwardedHop> hops = forwardedHops(headerValues);
+        if (hops.empty()) {
+            return {canonical(peerAddress), std::nullopt, true};
+        }
+        detail::ForwardedHop& client = hops[clientHop(hops)];
+        if (client.address) {
+            return {canonical(client.address), std::nullopt, false};
+        }
+        return {std::nullopt, std::move(client.text), false};
+    }
+
+    /// The hops of the trusted header, left (furthest) to right (nearest), blank members left
+    /// out (X-Real-IP: only its last member, what the proxy in front wrote).
+    [[nodiscard]] std::vector<detail::ForwardedHop> forwardedHops(
         std::span<const std::string_view> headerValues) const {
-        std::vector<std::string> hops;
-        if (options_.forwardedHeader == ForwardedHeader::kXRealIp) {
-            if (headerValues.size() != 1 ||
-                headerValues.front().find(',') != std::string_view::npos) {
-                return std::nullopt;
-            }
-            hops.emplace_back(headerValues.front());
-            return hops;
-        }
-        std::vector<std::string_view> pieces;
+        std::vector<std::string_view> members;
         for (const std::string_view v : headerValues) {
-            if (!detail::http_fields::splitList(v, pieces)) {
-                return std::nullopt;
+            if (options_.forwardedHeader == ForwardedHeader::kForwarded) {
+                detail::http_fields::splitListFromRight(v, members);
+            } else {
+                detail::http_fields::splitAtCommas(v, members);
             }
         }
-        hops.reserve(pieces.size());
-        for (const std::string_view p : pieces) {
-            if (options_.forwardedHeader == ForwardedHeader::kXForwardedFor) {
-                hops.emplace_back(p);
-            } else {
-                std::optional<std::string> node = detail::forwardedFor(p);
-                // A malformed element: nothing left of it can be located, so keep a
-                // placeholder that no address parse accepts.
-                hops.push_back(node ? std::move(*node) : std::string("\x01"));
+        std::vector<detail::ForwardedHop> hops;
+        for (std::string_view m : members) {
+            m = detail::http_fields::trimOws(m);
+            if (m.empty()) {
+                continue;
             }
+            if (options_.forwardedHeader == ForwardedHeader::kForwarded) {
+                hops.push_back(detail::forwardedElementHop(m));
+            } else {
+                hops.push_back({std::string(m), parseNodeAddress(m)});
+            }
+        }
+        if (options_.forwardedHeader == ForwardedHeader::kXRealIp && hops.size() > 1) {
+            hops.erase(hops.begin(), hops.end() - 1);
         }
         return hops;
     }
 
-    /// With `trustedHops`: the `trustedHops`-th hop from the right (the leftmost when there are
-    /// fewer); nullopt when it is not an address.
-    [[nodiscard]] std::optional<IpAddress> hopFromRight(
-        const std::vector<std::string>& hops) const noexcept {
-        const auto n = static_cast<std::size_t>(options_.trustedHops);
-        const std::size_t index = hops.size() >= n ? hops.size() - n : 0;
-        return parseNodeAddress(hops[index]);
-    }
-
-    /// With `trustedProxies`: walking right to left, the first hop that is not a trusted proxy
-    /// (or the leftmost); nullopt when a hop on the way is not an address.
-    [[nodiscard]] std::optional<IpAddress> firstUntrustedHop(
-        const std::vector<std::string>& hops) const noexcept {
-        for (std::size_t i = hops.size(); i-- > 0;) {
-            const std::optional<IpAddress> a = parseNodeAddress(hops[i]);
-            if (!a) {
-                return std::nullopt;
-            }
-            if (i == 0 || !trusted_.contains(*a)) {
-                return a;
-            }
+    /// The index of the client's hop in `hops` (not empty). With `trustedHops`: the
+    /// `trustedHops`-th from the right (the leftmost when there are fewer). With
+    /// `trustedProxies`: walking right to left, the first hop that is not a trusted proxy's
+    /// address (or the leftmost).
+    [[nodiscard]] std::size_t clientHop(const std::vector<detail::ForwardedHop>& hops) const {
+        if (options_.trustedHops > 0) {
+            const auto n = static_cast<std::size_t>(options_.trustedHops);
+            return hops.size() >= n ? hops.size() - n : 0;
         }
-        return std::nullopt;  // no hops
+        std::size_t i = hops.size() - 1;
+        while (i > 0 && hops[i].address && trusted_.contains(*hops[i].address)) {
+            --i;
+        }
+        return i;
     }
 
     static std::optional<IpAddress> canonical(const std::optional<IpAddress>& a) noexcept {
