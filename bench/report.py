@@ -22,6 +22,9 @@ BUCKETS = ["TokenBucket", "LeakyBucket"]
 MEMORY_TARGET_ALGORITHMS = ["TokenBucket", "LeakyBucket", "FixedWindow", "SlidingCounter"]
 ANALYSIS_START = "<!-- ANALYSIS:START (kept by bench/report.py) -->"
 ANALYSIS_END = "<!-- ANALYSIS:END -->"
+# The "Peers" section comes from another command (bench/run.sh --peers); it is kept as it is.
+PEERS_START = "<!-- PEERS:START (kept by bench/report.py) -->"
+PEERS_END = "<!-- PEERS:END -->"
 
 UNIT_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 
@@ -427,10 +430,13 @@ def main():
     m = machine()
     readme = Path(args.readme)
     analysis = ("_Not written yet: what limits each missed target, measured, goes here._")
+    peers = None
     if readme.exists():
         old = readme.read_text()
         if ANALYSIS_START in old and ANALYSIS_END in old:
             analysis = old.split(ANALYSIS_START, 1)[1].split(ANALYSIS_END, 1)[0].strip()
+        if PEERS_START in old and PEERS_END in old:
+            peers = old.split(PEERS_START, 1)[1].split(PEERS_END, 1)[0].strip()
 
     memory_md = (d / "memory.md").read_text().strip() if (d / "memory.md").exists() else "—"
     build_type = context.get("library_build_type", "?")
@@ -531,6 +537,8 @@ holds. 15-byte keys (the longest kept inline); RSS after `malloc_trim(0)`.
 
 {memory_md}
 """
+    if peers is not None:
+        text += f"\n{PEERS_START}\n{peers}\n{PEERS_END}\n"
     readme.write_text(text)
 
 

@@ -5,6 +5,10 @@
 #
 #   bench/run.sh                  the whole run
 #   MIN_TIME=0.1 bench/run.sh     longer rows (Google Benchmark 1.7.1: seconds, no unit suffix)
+#   bench/run.sh --peers [ROUNDS] the library beside its peers (Guava, Go x/time/rate,
+#                                 rate-limiter-flexible, hiredis, redis-benchmark), ROUNDS
+#                                 interleaved rounds (default 3): bench/peers/run.sh
+#   bench/run.sh --install        installs the peers (apt-get, npm)
 #
 # What runs:
 #   1. ratelimit_bench, every row once (the full matrix, absolute figures).
@@ -16,6 +20,11 @@
 #      a redis-server this script starts.
 #   5. ratelimit_bench_memory: bytes per idle key.
 set -euo pipefail
+
+case "${1:-}" in
+    --peers) shift; exec "$(dirname "$0")/peers/run.sh" "$@" ;;
+    --install) exec "$(dirname "$0")/peers/run.sh" --install ;;
+esac
 
 cd "$(dirname "$0")/.."
 ROOT=$PWD

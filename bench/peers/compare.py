@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Medians and ratios of a bench/run.sh --peers run.
+
+    compare.py <run dir>                 the table
+    compare.py gbench <json>             Google Benchmark JSON -> the TSV lines
+    compare.py memory <json>             ratelimit_bench_memory --json -> the TSV lines
+
+Reads <run dir>/round-*/*.tsv (lines "peer<TAB>case<TAB>value<TAB>unit", from every
+harness and from the library's converted rows) and prints a Markdown table: one row per
+case, the median over the rounds of every peer, and the library's ratio to each peer
+(library ÷ peer: below 1 the library is faster or smaller).
+"""
+
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+CASES = [
+    ("hot_1t", "one hot key, 1 thread", "ns/check"),
+    ("hot_2t", "one hot key, 2 threads (aggregate)", "ns/check"),
+    ("keys_100k", "100,000 keys round-robin, 1 thread", "ns/check"),
+    ("idle_bytes_1m", "bytes per idle key at 10^6 keys", "bytes"),
+    ("redis_seq", "Redis, sequential (1 in flight)", "µs/check"),
+    ("redis_8", "Redis, 8 in flight (aggregate)", "µs/check"),
+    ("redis_50", "Redis, 50 in flight (aggregate)", "µs/check"),
+    ("redis_ceiling", "Redis, 8 clients × 16 pipelined (aggregate)", "µs/check"),
+]
+LIBRARY = "ratelimit"
+ORDER = [
+    LIBRARY,
+    "guava-RateLimiter",
+    "go-x/time/rate",
+    "naive-mutex-map",
+    "atomic-gcra",
+    "rate-limiter-flexible+ioredis",
+    "hiredis-evalsha",
+    "redis-benchmark",
+]
+
+
+def fmt(v):
+    if v is None:
+        return "—"
+    return f"{v:.0f}" if v >= 100 else f"{v:.1f}" if v >= 10 else f"{v:.2f}"
+
+
+UNIT_NS = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
+# Google Benchmark rows -> (peer, case, scale from ns). Real (wall) time: with threads it is
+# the aggregate, wall time ÷ checks of all threads, as the peers measure.
+GBENCH = {
+    "BM_TokenBucket_Memory/keys:1/denied:0/cost:1/real_time/threads:1": (LIBRARY, "hot_1t", 1),
+    "BM_TokenBucket_Memory/keys:1/denied:0/cost:1/real_time/threads:2": (LIBRARY, "hot_2t", 1),
+    "BM_TokenBucket_Memory/keys:100000/denied:0/cost:1/real_time/threads:1":
+        (LIBRARY, "keys_100k", 1),
+    "BM_Baseline_MutexMap/keys:1/denied:0/cost:1/real_time/threads:1":
+        ("naive-mutex-map", "hot_1t", 1),
+    "BM_Baseline_MutexMap/keys:1/denied:0/cost:1/real_time/threads:2":
+        ("naive-mutex-map", "hot_2t", 1),
+    "BM_Baseline_MutexMap/keys:100000/denied:0/cost:1/real_time/threads:1":
+        ("naive-mutex-map", "keys_100k", 1),
+    "BM_Baseline_AtomicGcra/keys:1/denied:0/cost:1/real_time/threads:1":
+        ("atomic-gcra", "hot_1t", 1),
+    "BM_Baseline_AtomicGcra/keys:1/denied:0/cost:1/real_time/threads:2":
+        ("atomic-gcra", "hot_2t", 1),
+    "BM_TokenBucket_Redis/keys:1/real_time/threads:1": (LIBRARY, "redis_seq", 1e-3),
+    "BM_TokenBucket_Redis/keys:1/real_time/threads:8": (LIBRARY, "redis_8", 1e-3),
+    "BM_Baseline_HiredisEvalsha_TokenBucket/keys:1/real_time/threads:1":
+        ("hiredis-evalsha", "redis_seq", 1e-3),
+    "BM_Baseline_HiredisEvalsha_TokenBucket/keys:1/real_time/threads:8":
+        ("hiredis-evalsha", "redis_8", 1e-3),
+}
+
+
+def gbench(path):
+    import json
+    for b in json.loads(Path(path).read_text())["benchmarks"]:
+        row = GBENCH.get(b["name"])
+        if row is None or b.get("error_occurred"):
+            continue
+        ns = b["real_time"] * UNIT_NS[b.get("time_unit", "ns")]
+        unit = "ns" if row[2] == 1 else "us"
+        print(f"{row[0]}\t{row[1]}\t{ns * row[2]:.3f}\t{unit}")
+
+
+def memory(path):
+    import json
+    for r in json.loads(Path(path).read_text()):
+        if r["keys"] != 1_000_000:
+            continue
+        if r["algorithm"] == "TokenBucket" and r["maxKeys"] == 1_000_000:
+            print(f"{LIBRARY}\tidle_bytes_1m\t{r['bytesPerKey']:.1f}\tbytes")
+        elif r["algorithm"] == "naive unordered_map":
+            print(f"naive-mutex-map\tidle_bytes_1m\t{r['bytesPerKey']:.1f}\tbytes")
+
+
+def main():
+    if sys.argv[1] in ("gbench", "memory"):
+        (gbench if sys.argv[1] == "gbench" else memory)(sys.argv[2])
+        return
+    run = Path(sys.argv[1])
+    values = defaultdict(list)  # (peer, case) -> [value per round]
+    rounds = sorted(run.glob("round-*"))
+    for tsv in sorted(run.glob("round-*/*.tsv")) + sorted(run.glob("*.tsv")):
+        for line in tsv.read_text().splitlines():
+            parts = line.split("\t")
+            if len(parts) == 4:
+                values[(parts[0], parts[1])].append(float(parts[2]))
+    peers = [p for p in ORDER if any(k[0] == p for k in values)]
+    peers += sorted({k[0] for k in values} - set(peers))
+    others = [p for p in peers if p != LIBRARY]
+    med = {k: statistics.median(v) for k, v in values.items()}
+
+    print(f"Medians of {len(rounds)} interleaved rounds; a cell is the peer's median and, in "
+          "brackets, ratelimit ÷ that peer (below 1×: ratelimit is faster or smaller).\n")
+    head = ["case", "unit", f"`{LIBRARY}` TokenBucket"] + [f"`{p}`" for p in others]
+    print("| " + " | ".join(head) + " |")
+    print("| --- | --- | " + " | ".join("---:" for _ in head[2:]) + " |")
+    for case, label, unit in CASES:
+        if not any((p, case) in med for p in peers):
+            continue
+        lib = med.get((LIBRARY, case))
+        cells = [label, unit, fmt(lib)]
+        for p in others:
+            v = med.get((p, case))
+            if v is None:
+                cells.append("—")
+            elif lib is None:
+                cells.append(fmt(v))
+            else:
+                cells.append(f"{fmt(v)} ({lib / v:.2f}×)")
+        print("| " + " | ".join(cells) + " |")
+    spread = []
+    for (p, case), v in sorted(values.items()):
+        if len(v) > 1 and min(v) > 0:
+            spread.append(f"{p} {case} {max(v) / min(v):.2f}")
+    print("\nSpread (max ÷ min over the rounds): " + "; ".join(spread) + ".")
+
+
+if __name__ == "__main__":
+    main()
