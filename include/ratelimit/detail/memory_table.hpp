@@ -9,6 +9,7 @@
 #include <atomic>
 #include <bit>
 #include <chrono>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -142,14 +143,53 @@ inline constexpr std::size_t kKeysPerGroup = 12;
 /// Slots examined by one inserting call, at most.
 inline constexpr std::size_t kSweepPerCall = 4;
 
+/// Where a key lives in a table: its two candidate groups (two choices keep groups evenly
+/// filled, so a key rarely finds both full before the table holds `maxKeys`) and the tag that
+/// marks its slot (0 is an empty slot).
+struct KeyPlacement {
+    std::array<std::uint64_t, 2> groups{};
+    std::uint8_t tag = 0;
+};
+
+/// Maps a 64-bit hash onto [0, n) without a division (Lemire's multiply-shift), so the table
+/// need not be a power of two and its size follows `maxKeys` closely.
+inline std::uint64_t reduce(std::uint64_t hash, std::size_t n) noexcept {
+    return static_cast<std::uint64_t>((UInt128{hash} * n) >> 64U);
+}
+
+/// Places a key whose digest is `d` in a table of `groupCount` groups. It writes into `p` in
+/// place: a returned struct, copied into the caller's lookup, costs the step path a
+/// store-forwarding stall.
+RATELIMIT_ALWAYS_INLINE void placeKey(const Digest128& d, std::size_t groupCount,
+                                      KeyPlacement& p) noexcept {
+    constexpr unsigned kTagUsed = 0x80;
+    constexpr unsigned kTagHashBits = 7;
+    p.groups = {reduce(d.low, groupCount), reduce(d.high, groupCount)};
+    p.tag = static_cast<std::uint8_t>(kTagUsed | (d.low >> (64U - kTagHashBits)));
+}
+
+/// Hears every slot lock a table takes for a key, `foreign` when the slot holds another key:
+/// what tests count to check that tags filter. Spill entries, shared by design, are not heard.
+template <class P>
+concept SlotProbePolicy = requires(P& probe, bool foreign) {
+    { probe.slotLocked(foreign) } -> std::same_as<void>;
+};
+
+/// The probe of every user's table: an empty member whose calls compile to nothing.
+struct NoSlotProbe {
+    void slotLocked(bool /*foreign*/) noexcept {}
+};
+static_assert(SlotProbePolicy<NoSlotProbe>);
+
 /// A model whose state also holds memory on the heap (the sliding log's runs) says how much.
 template <class M>
 concept HasHeapBound = requires(const Quota& q) {
     { M::heapBytes(q) } -> std::convertible_to<std::size_t>;
 };
 
-/// `M` is an `AlgorithmModel` (algorithms/model.hpp; the storage checks it).
-template <class M>
+/// `M` is an `AlgorithmModel` (algorithms/model.hpp; the storage checks it). `Probe` is
+/// `NoSlotProbe` but in tests.
+template <class M, SlotProbePolicy Probe = NoSlotProbe>
 class MemoryTable final : public MemoryTableBase {
 public:
     MemoryTable(std::shared_ptr<MemoryKeyspace> keyspace, std::string name, const Quota& quota)
@@ -209,6 +249,8 @@ public:
 
     [[nodiscard]] const Quota& quota() const noexcept override { return quota_; }
 
+    [[nodiscard]] const Probe& probe() const noexcept { return probe_; }
+
 private:
     struct Slot {
         SlotLock lock;
@@ -228,9 +270,6 @@ private:
         std::array<Slot, kGroupSlots> slots{};
     };
 
-    /// A used slot's tag: this bit, and the top `kTagHashBits` bits of its key's hash.
-    static constexpr unsigned kTagUsed = 0x80;
-    static constexpr unsigned kTagHashBits = 7;
     static constexpr std::uint64_t kLowBytes = 0x0101010101010101ULL;
     static constexpr std::uint64_t kLow7Bits = 0x7f7f7f7f7f7f7f7fULL;
 
@@ -258,19 +297,15 @@ private:
         word.store(others | (std::uint64_t{tag} << shift), std::memory_order_release);
     }
 
-    /// A key's two candidate groups (two choices keep groups evenly filled, so a key rarely
-    /// finds both full before the table holds `maxKeys`), its tag and its spill entry.
-    struct Lookup {
+    /// A key as stored, where it lives, and the hash that picks its spill entry (reduced only
+    /// when a call spills, so the step path never divides).
+    struct Lookup : KeyPlacement {
         StoredKey key;
-        std::array<std::uint64_t, 2> groups{};
-        std::uint8_t tag = 0;
-        std::uint64_t spill = 0;
+        std::uint64_t spillHash = 0;
     };
 
-    /// Maps a 64-bit hash onto [0, groupCount) without a division (Lemire's multiply-shift),
-    /// so the table need not be a power of two and its size follows `maxKeys` closely.
-    [[nodiscard]] std::uint64_t reduce(std::uint64_t hash) const noexcept {
-        return static_cast<std::uint64_t>((UInt128{hash} * groupCount_) >> 64U);
+    Slot& spillOf(const Lookup& k) noexcept {
+        return spill_[k.spillHash % keyspace_->options.spillEntries];
     }
 
     [[nodiscard]] RATELIMIT_ALWAYS_INLINE Lookup lookupKey(std::string_view key) const noexcept {
@@ -288,9 +323,8 @@ private:
             std::memcpy(k.key.bytes.data(), &d.low, sizeof d.low);
             std::memcpy(k.key.bytes.data() + sizeof d.low, &d.high, sizeof d.high);
         }
-        k.groups = {reduce(d.low), reduce(d.high)};
-        k.tag = static_cast<std::uint8_t>(kTagUsed | (d.low >> (64U - kTagHashBits)));
-        k.spill = d.high % keyspace_->options.spillEntries;
+        placeKey(d, groupCount_, k);
+        k.spillHash = d.high;
         return k;
     }
 
@@ -350,7 +384,9 @@ private:
                 Slot& s = g.slots[i];
                 SlotGuard guard(s.lock);
                 // The tag is only a hint: the slot may have been given to another key since.
-                if (s.key == k.key && tagAt(g, i) == k.tag) {
+                const bool mine = s.key == k.key && tagAt(g, i) == k.tag;
+                probe_.slotLocked(!mine);
+                if (mine) {
                     out = run(s, r);
                     return true;
                 }
@@ -394,7 +430,7 @@ private:
             typename M::State fresh{};
             return applyStep<M>(fresh, quota_, r.now, r.cost);
         }
-        Slot& s = spill_[k.spill];
+        Slot& s = spillOf(k);
         SlotGuard guard(s.lock);
         return runCold(s, r);
     }
@@ -434,6 +470,7 @@ private:
                 continue;
             }
             SlotGuard guard(g.slots[i].lock);
+            probe_.slotLocked(true);
             if (M::isFresh(g.slots[i].state, quota_, hint)) {
                 return true;
             }
@@ -457,7 +494,7 @@ private:
         }
         spilledCalls_.fetch_add(1, std::memory_order_relaxed);
         {
-            Slot& s = spill_[k.spill];
+            Slot& s = spillOf(k);
             SlotGuard guard(s.lock);
             d = runCold(s, r);
         }
@@ -505,6 +542,7 @@ private:
             const std::size_t i = w * kTagsPerWord + byteIndex(empty);
             Slot& s = g.slots[i];
             SlotGuard guard(s.lock);
+            probe_.slotLocked(false);
             out = assignAndRun(g, i, s, k, r);
             return true;
         }
@@ -522,6 +560,7 @@ private:
             }
             Slot& s = g.slots[i];
             SlotGuard guard(s.lock);
+            probe_.slotLocked(true);
             if (M::isFresh(s.state, quota_, hint)) {
                 out = assignAndRun(g, i, s, k, r);
                 return true;
@@ -558,6 +597,7 @@ private:
             if (tagAt(*g, i) == 0 || !s.lock.try_lock()) {
                 continue;
             }
+            probe_.slotLocked(true);
             if (M::isFresh(s.state, quota_, now)) {
                 s.state = typename M::State{};
                 setTag(*g, i, 0);
@@ -617,6 +657,7 @@ private:
     std::atomic<std::uint64_t> sweptSlots_{0};
     std::atomic<std::uint64_t> spilledCalls_{0};
     std::atomic<bool> spilling_{false};
+    [[no_unique_address]] Probe probe_;  // no bytes, and no code, for NoSlotProbe
 };
 
 }  // namespace detail
