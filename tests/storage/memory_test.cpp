@@ -1,5 +1,6 @@
 // Tests of include/ratelimit/storage/memory.hpp: the byte bound, spilling at maxKeys, reuse of
-// fresh entries, keys as arbitrary bytes, tables shared between limiters, options, reset.
+// fresh entries, tags that filter lookups, keys as arbitrary bytes, tables shared between
+// limiters, options, reset.
 // Time is a ManualClock throughout; nothing sleeps.
 
 #include <algorithm>
@@ -10,6 +11,8 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -57,6 +60,44 @@ struct EventLog {
         return n;
     }
 };
+
+/// Counts the slot locks a table takes (a `SlotProbePolicy`). Single-threaded tests only.
+struct SlotLockCount {
+    std::uint64_t own = 0;
+    std::uint64_t foreign = 0;
+    void slotLocked(bool isForeign) noexcept { ++(isForeign ? foreign : own); }
+};
+
+/// The digests the storage places keys by: the short-key hash up to 16 bytes, SipHash beyond.
+struct StorageHashes {
+    ratelimit::detail::ShortKeyHash shortKeys;
+    ratelimit::detail::SipHash128 longKeys;
+
+    explicit StorageHashes(std::uint64_t seed)
+        : StorageHashes(ratelimit::detail::hashSeeds(seed)) {}
+    explicit StorageHashes(const ratelimit::detail::HashSeeds& s)
+        : shortKeys(s[0], s[1], s[2], s[3]), longKeys(s[4], s[5]) {}
+
+    ratelimit::detail::Digest128 operator()(std::string_view key) const {
+        return key.size() <= ratelimit::detail::ShortKeyHash::kMaxLength ? shortKeys(key)
+                                                                         : longKeys(key);
+    }
+
+    /// Where a table of `groups` groups places `key`.
+    [[nodiscard]] ratelimit::detail::KeyPlacement place(std::string_view key,
+                                                        std::size_t groups) const {
+        ratelimit::detail::KeyPlacement p;
+        ratelimit::detail::placeKey((*this)(key), groups, p);
+        return p;
+    }
+};
+
+/// Key `i` of a set of short (15-byte, as in the benchmarks) or long (39-byte) keys.
+std::string numberedKey(std::size_t i, bool longKey) {
+    std::string digits = std::to_string(i);
+    digits.insert(0, 10 - std::min<std::size_t>(digits.size(), 10), '0');
+    return (longKey ? "session:0123456789abcdef0123:" : "user:") + digits;
+}
 
 /// Resident set size of this process in bytes (0 where /proc is not available).
 std::size_t residentBytes() {
@@ -454,6 +495,113 @@ TEST_CASE("MemoryStorage: peeks and zero costs take no entry", "[memory_storage]
     const ratelimit::MemoryStats s = storage.stats();
     CHECK(s.trackedKeys == 0);
     CHECK(s.spilledCalls == 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tags filter lookups
+
+TEST_CASE("MemoryStorage: the slot tag of a key is independent of its group",
+          "[memory_storage][memory]") {
+    // docs/semantics.md, Memory storage ("A lock per entry"): a call locks only the entries whose
+    // tag matches its key's, so the keys that meet in a group must differ in their tags as often
+    // as chance allows: the tag may not come from the bits that chose the group.
+    constexpr std::size_t kKeys = 100'000;
+    constexpr std::size_t kTags = 255;  // 1 … 255; 0 marks an empty slot
+    const StorageHashes hash(1);
+    const bool longKey = GENERATE(false, true);
+    CAPTURE(longKey);
+
+    SECTION("within one group every tag is about equally likely") {
+        constexpr std::size_t kGroups = 4;  // about 25'000 keys choose each group first
+        std::array<std::size_t, 256> count{};
+        std::size_t inGroup = 0;
+        for (std::size_t i = 0; i < kKeys; ++i) {
+            const auto p = hash.place(numberedKey(i, longKey), kGroups);
+            if (p.groups[0] == 0) {
+                ++count.at(p.tag);
+                ++inGroup;
+            }
+        }
+        // Pearson's chi-square over the 255 tags (254 degrees of freedom: mean 254, standard
+        // deviation 22.5): the bound is six deviations above the mean.
+        const double expected = static_cast<double>(inGroup) / kTags;
+        double chiSquare = 0;
+        for (std::size_t tag = 1; tag <= kTags; ++tag) {
+            const double d = static_cast<double>(count.at(tag)) - expected;
+            chiSquare += d * d / expected;
+        }
+        const auto [fewest, most] = std::minmax_element(count.begin() + 1, count.end());
+        CAPTURE(inGroup, chiSquare, *fewest, *most);
+        REQUIRE(inGroup > kKeys / kGroups / 2);
+        CHECK(count[0] == 0);
+        CHECK(chiSquare < 390.0);
+    }
+    SECTION("keys that share a group of a full-size table share a tag by chance alone") {
+        constexpr std::size_t kMaxKeys = 1'000'000;  // the default: 83'334 groups
+        constexpr std::size_t kGroups =
+            (kMaxKeys + ratelimit::detail::kKeysPerGroup - 1) / ratelimit::detail::kKeysPerGroup;
+        std::map<std::uint64_t, std::vector<std::uint8_t>> tagsByGroup;
+        for (std::size_t i = 0; i < kKeys; ++i) {
+            const auto p = hash.place(numberedKey(i, longKey), kGroups);
+            tagsByGroup[p.groups[0]].push_back(p.tag);
+        }
+        std::size_t pairs = 0;
+        std::size_t sameTag = 0;
+        for (const auto& [group, tags] : tagsByGroup) {
+            for (std::size_t a = 0; a < tags.size(); ++a) {
+                for (std::size_t b = a + 1; b < tags.size(); ++b) {
+                    ++pairs;
+                    sameTag += tags[a] == tags[b] ? 1U : 0U;
+                }
+            }
+        }
+        // About 60'000 pairs, 235 of them expected to share a tag (1 in 255).
+        const double share = static_cast<double>(sameTag) / static_cast<double>(pairs);
+        CAPTURE(pairs, sameTag, share);
+        REQUIRE(pairs > 40'000);
+        CHECK(share < 1.5 / kTags);
+    }
+}
+
+TEST_CASE("MemoryStorage: at 90 % load a lookup locks another key's slot at most once in ten",
+          "[memory_storage][memory]") {
+    // docs/semantics.md, Memory storage ("A lock per entry"): a tag that matches another key's
+    // costs that key's lock, 1 time in 255 per key sharing a group. A slot probe counts them.
+    using Model = ratelimit::TokenBucketModel;
+    constexpr std::size_t kMaxKeys = 100'000;
+    constexpr std::size_t kKeys = kMaxKeys * 9 / 10;
+    constexpr double kBound = 0.1;
+    const bool longKey = GENERATE(false, true);
+    CAPTURE(longKey);
+
+    const MemoryStorage::Options options{.maxKeys = kMaxKeys, .seed = 1};
+    ratelimit::detail::MemoryTable<Model, SlotLockCount> table(
+        std::make_shared<ratelimit::detail::MemoryKeyspace>(
+            options, ratelimit::detail::hashSeeds(options.seed)),
+        "probed", ratelimit::Quota::make<Model>(Limit::perMinute(1000), 1, 64));
+    const auto zero = [] { return ratelimit::Tick{0}; };
+    const ratelimit::detail::TickSource now(zero);
+    const auto call = [&](const std::string& key, ratelimit::StepMode mode) {
+        return table.step(key, now, 1, mode);
+    };
+    for (std::size_t i = 0; i < kKeys; ++i) {
+        REQUIRE(call(numberedKey(i, longKey), ratelimit::StepMode::kConsume).allowed);
+    }
+    ratelimit::MemoryStats stats;
+    table.addStats(stats);
+    REQUIRE(stats.trackedKeys == kKeys);
+    REQUIRE(stats.spilledCalls == 0);
+    const SlotLockCount filled = table.probe();
+
+    SECTION("a call on an existing key") {
+        for (std::size_t i = 0; i < kKeys; ++i) {
+            REQUIRE(call(numberedKey(i, longKey), ratelimit::StepMode::kConsume).allowed);
+        }
+        const double foreign = static_cast<double>(table.probe().foreign - filled.foreign) / kKeys;
+        CAPTURE(foreign);
+        CHECK(table.probe().own - filled.own == kKeys);  // each its own slot, once
+        CHECK(foreign <= kBound);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

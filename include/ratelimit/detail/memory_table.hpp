@@ -162,10 +162,13 @@ inline std::uint64_t reduce(std::uint64_t hash, std::size_t n) noexcept {
 /// store-forwarding stall.
 RATELIMIT_ALWAYS_INLINE void placeKey(const Digest128& d, std::size_t groupCount,
                                       KeyPlacement& p) noexcept {
-    constexpr unsigned kTagUsed = 0x80;
-    constexpr unsigned kTagHashBits = 7;
+    constexpr std::size_t kTagValues = 255;
+    constexpr unsigned kHalf = 32;
     p.groups = {reduce(d.low, groupCount), reduce(d.high, groupCount)};
-    p.tag = static_cast<std::uint8_t>(kTagUsed | (d.low >> (64U - kTagHashBits)));
+    // The first group comes from the high bits of `d.low` (a table has fewer than 2^28 groups),
+    // so the tag takes its low half: from the same bits, nearly every key of a group would
+    // carry one tag, and a lookup would lock all of them.
+    p.tag = static_cast<std::uint8_t>(1 + reduce(d.low << kHalf, kTagValues));
 }
 
 /// Hears every slot lock a table takes for a key, `foreign` when the slot holds another key:
@@ -262,8 +265,8 @@ private:
     static constexpr std::size_t kTagWords = kGroupSlots / kTagsPerWord;
 
     struct Group {
-        /// Byte i % 8 of word i / 8 is slot i's tag: 0 empty, otherwise 0x80 | 7 hash bits of
-        /// its key, so one load matches 8 slots at once. Written under `insertLock`; read
+        /// Byte i % 8 of word i / 8 is slot i's tag: 0 empty, otherwise its key's (1 … 255,
+        /// `placeKey`), so one load matches 8 slots at once. Written under `insertLock`; read
         /// without it as a hint, confirmed under the slot's lock.
         std::array<std::atomic<std::uint64_t>, kTagWords> tags{};
         SlotLock insertLock;

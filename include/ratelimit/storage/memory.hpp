@@ -27,7 +27,8 @@ struct MemoryShared;
 }
 
 /// In-process storage: a fixed set of lazily allocated 16-slot groups per limiter, each slot
-/// with its own lock, so request threads never share a lock unless they share a key.
+/// with its own lock and a one-byte tag that filters before it, so request threads share a lock
+/// only when they share a key or, 1 time in 255 per key of a group, its tag.
 ///
 /// Keys of up to 16 bytes are stored whole and placed by a fast keyed hash; longer keys are
 /// kept as their keyed 128-bit SipHash-2-4 digest (both seeded per storage, so an attacker
