@@ -602,6 +602,15 @@ TEST_CASE("MemoryStorage: at 90 % load a lookup locks another key's slot at most
         CHECK(table.probe().own - filled.own == kKeys);  // each its own slot, once
         CHECK(foreign <= kBound);
     }
+    SECTION("a peek at an absent key") {
+        for (std::size_t i = kKeys; i < 2 * kKeys; ++i) {
+            REQUIRE(call(numberedKey(i, longKey), ratelimit::StepMode::kPeek).allowed);
+        }
+        const double foreign = static_cast<double>(table.probe().foreign - filled.foreign) / kKeys;
+        CAPTURE(foreign);
+        CHECK(table.probe().own == filled.own);
+        CHECK(foreign <= kBound);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

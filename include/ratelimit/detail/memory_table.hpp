@@ -224,18 +224,20 @@ public:
         const Lookup k = lookupKey(key);
         const Request r{now, now(), cost, mode, Action::kStep};
         Decision d;
-        if (visit(k, r, d)) {
+        TagCounts seen{};
+        if (visit(k, r, d, seen)) {
             return d;
         }
-        return place(k, r);
+        return place(k, r, seen);
     }
 
     void reset(std::string_view key) {
         // A spilled key shares its entry, so resetting it would reset others: it is left alone.
         const auto never = [] { return Tick{0}; };
         Decision unused;
+        TagCounts seen{};
         visit(lookupKey(key), Request{TickSource(never), 0, 0, StepMode::kPeek, Action::kReset},
-              unused);
+              unused, seen);
     }
 
     void addStats(MemoryStats& stats) const override {
@@ -270,8 +272,17 @@ private:
         /// without it as a hint, confirmed under the slot's lock.
         std::array<std::atomic<std::uint64_t>, kTagWords> tags{};
         SlotLock insertLock;
+        /// Counts the changes of `tags` (each one made under `insertLock`, this count after it),
+        /// so a call that found no slot for its key need not look again under the insert lock
+        /// when the count is the same. Fills what was padding before `slots`. It wraps, harmlessly
+        /// unless one call sits between its two looks through 2^32 changes of its group.
+        std::atomic<std::uint32_t> tagChanges{0};
         std::array<Slot, kGroupSlots> slots{};
     };
+
+    /// The `tagChanges` of a key's two groups as a call first looked at them (0 for a group not
+    /// allocated then: a new group has no tags).
+    using TagCounts = std::array<std::uint32_t, 2>;
 
     static constexpr std::uint64_t kLowBytes = 0x0101010101010101ULL;
     static constexpr std::uint64_t kLow7Bits = 0x7f7f7f7f7f7f7f7fULL;
@@ -298,6 +309,8 @@ private:
         constexpr std::uint64_t kByte = 0xFF;
         const std::uint64_t others = word.load(std::memory_order_relaxed) & ~(kByte << shift);
         word.store(others | (std::uint64_t{tag} << shift), std::memory_order_release);
+        g.tagChanges.store(g.tagChanges.load(std::memory_order_relaxed) + 1,
+                           std::memory_order_release);
     }
 
     /// A key as stored, where it lives, and the hash that picks its spill entry (reduced only
@@ -365,8 +378,10 @@ private:
         return applyStep<M>(s.state, quota_, now, r.cost);
     }
 
-    /// Runs `r` on the key's slot under its lock; false when the key has no slot.
-    RATELIMIT_ALWAYS_INLINE bool visit(const Lookup& k, const Request& r, Decision& out) {
+    /// Runs `r` on the key's slot under its lock; false when the key has no slot, with what the
+    /// look saw in `seen`.
+    RATELIMIT_ALWAYS_INLINE bool visit(const Lookup& k, const Request& r, Decision& out,
+                                       TagCounts& seen) {
         Group* first = groups_[k.groups[0]].load(std::memory_order_acquire);
         Group* second = groups_[k.groups[1]].load(std::memory_order_acquire);
         if (second != nullptr) {
@@ -374,12 +389,14 @@ private:
             // key placed there waits for one miss, not two in a row.
             __builtin_prefetch(second);
         }
-        return (first != nullptr && visitIn(*first, k, r, out)) ||
-               (second != nullptr && visitIn(*second, k, r, out));
+        return (first != nullptr && visitIn(*first, k, r, out, seen[0])) ||
+               (second != nullptr && visitIn(*second, k, r, out, seen[1]));
     }
 
-    RATELIMIT_ALWAYS_INLINE bool visitIn(Group& g, const Lookup& k, const Request& r,
-                                         Decision& out) {
+    RATELIMIT_ALWAYS_INLINE bool visitIn(Group& g, const Lookup& k, const Request& r, Decision& out,
+                                         std::uint32_t& seen) {
+        // Read before the tags: a tag changed after this read changes the count too.
+        seen = g.tagChanges.load(std::memory_order_acquire);
         for (std::size_t w = 0; w < kTagWords; ++w) {
             std::uint64_t match = matchingBytes(g.tags[w].load(std::memory_order_acquire), k.tag);
             for (; match != 0; match &= match - 1) {
@@ -404,18 +421,33 @@ private:
         return run(s, r);
     }
     RATELIMIT_COLD bool visitInCold(Group& g, const Lookup& k, const Request& r, Decision& out) {
-        return visitIn(g, k, r, out);
+        std::uint32_t seen = 0;
+        return visitIn(g, k, r, out, seen);
+    }
+
+    /// Looks for the key again, under both groups' insert locks (so the answer holds until they
+    /// are released), in each group whose tags changed since the call's first look: another
+    /// call may have placed the key there meanwhile.
+    RATELIMIT_COLD bool revisit(Group& first, Group& second, const Lookup& k, const Request& r,
+                                const TagCounts& seen, Decision& out)
+        RATELIMIT_REQUIRES(first.insertLock, second.insertLock) {
+        const auto changed = [](const Group& g, std::uint32_t count) {
+            return g.tagChanges.load(std::memory_order_relaxed) != count;
+        };
+        return (changed(first, seen[0]) && visitInCold(first, k, r, out)) ||
+               (changed(second, seen[1]) && visitInCold(second, k, r, out));
     }
 
     /// A key with no entry: a call that writes takes one, any other is answered without.
-    RATELIMIT_COLD Decision place(const Lookup& k, const Request& r) {
+    RATELIMIT_COLD Decision place(const Lookup& k, const Request& r, const TagCounts& seen) {
         const bool writes = r.writes() && r.cost <= quota_.capacity;
-        return writes ? insertAndStep(k, r) : answerUnplaced(k, r);
+        return writes ? insertAndStep(k, r, seen) : answerUnplaced(k, r, seen);
     }
 
     /// A key with no entry whose call writes nothing (a peek, cost 0, a cost above the limit):
     /// answered as the entry it would get, fresh or its spill entry, without taking one.
-    RATELIMIT_COLD Decision answerUnplaced(const Lookup& k, const Request& r) {
+    RATELIMIT_COLD Decision answerUnplaced(const Lookup& k, const Request& r,
+                                           const TagCounts& seen) {
         // The time read before the locks only judges freshness, conservatively (a key fresh at
         // an earlier time stays fresh).
         const Tick hint = r.now;
@@ -423,7 +455,7 @@ private:
         bool found = false;
         bool room = false;
         withInsertLocks(k, [&](Group& x, Group& y) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
-            found = visitInCold(x, k, r, d) || visitInCold(y, k, r, d);
+            found = revisit(x, y, k, r, seen, d);
             room = !found && hasRoom(x, y, hint);
         });
         if (found) {
@@ -438,23 +470,24 @@ private:
         return runCold(s, r);
     }
 
-    /// Runs `f(first, second)` holding both candidate groups' insert locks, taken in index
-    /// order (no deadlock), so no two threads can place one key in different groups. (Clang's
-    /// analysis cannot follow the locks into `f`, so its callers' lambdas opt out of it.)
+    /// Runs `f(first, second)` on the key's groups holding both their insert locks, taken in
+    /// index order (no deadlock), so no two threads can place one key in different groups.
+    /// (Clang's analysis cannot follow the locks into `f`, so its callers' lambdas opt out of it.)
     template <class F>
     void withInsertLocks(const Lookup& k, F&& f) {
-        const std::uint64_t low = std::min(k.groups[0], k.groups[1]);
-        const std::uint64_t high = std::max(k.groups[0], k.groups[1]);
-        Group& first = groupAt(low);
-        Group& second = groupAt(high);
-        if (low == high) {
+        Group& first = groupAt(k.groups[0]);
+        Group& second = groupAt(k.groups[1]);
+        if (&first == &second) {
             SlotGuard insert(first.insertLock);
             f(first, first);
-        } else {
-            SlotGuard insertFirst(first.insertLock);
-            SlotGuard insertSecond(second.insertLock);
-            f(first, second);
+            return;
         }
+        const bool inOrder = k.groups[0] < k.groups[1];
+        SlotLock& low = inOrder ? first.insertLock : second.insertLock;
+        SlotLock& high = inOrder ? second.insertLock : first.insertLock;
+        SlotGuard insertLow(low);
+        SlotGuard insertHigh(high);
+        f(first, second);
     }
 
     /// Whether a new key could get an entry of its own in `x` or `y` now.
@@ -481,13 +514,14 @@ private:
         return false;
     }
 
-    RATELIMIT_COLD Decision insertAndStep(const Lookup& k, const Request& r) {
+    RATELIMIT_COLD Decision insertAndStep(const Lookup& k, const Request& r,
+                                          const TagCounts& seen) {
         const Tick hint = r.now;
         sweep(hint);
         Decision d;
         bool placed = false;
         withInsertLocks(k, [&](Group& x, Group& y) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
-            placed = place(x, y, k, r, hint, d);
+            placed = place(x, y, k, r, seen, d);
         });
         if (placed) {
             if (spilling_.load(std::memory_order_relaxed) && spilling_.exchange(false)) {
@@ -510,11 +544,13 @@ private:
     /// Finds or places the key in one of its groups: an existing entry first, then an empty
     /// slot of the emptier group (the "power of two choices"), then a fresh entry; false when
     /// both groups are full of keys in use.
-    RATELIMIT_COLD bool place(Group& x, Group& y, const Lookup& k, const Request& r, Tick hint,
-                              Decision& out) RATELIMIT_REQUIRES(x.insertLock, y.insertLock) {
-        if (visitInCold(x, k, r, out) || visitInCold(y, k, r, out)) {
+    RATELIMIT_COLD bool place(Group& x, Group& y, const Lookup& k, const Request& r,
+                              const TagCounts& seen, Decision& out)
+        RATELIMIT_REQUIRES(x.insertLock, y.insertLock) {
+        if (revisit(x, y, k, r, seen, out)) {
             return true;
         }
+        const Tick hint = r.now;
         const bool xFirst = emptySlots(x) >= emptySlots(y);
         const bool empty = xFirst ? (claimEmpty(x, k, r, out) || claimEmpty(y, k, r, out))
                                   : (claimEmpty(y, k, r, out) || claimEmpty(x, k, r, out));
