@@ -440,7 +440,7 @@ TEST_CASE("MemoryStorage: no call sweeps more than kSweepPerCall slots",
     REQUIRE(s.sweeps > 0);
     CHECK(s.sweeps <= calls);
     CHECK(s.sweptSlots <= s.sweeps * MemoryStorage::kSweepPerCall);
-    CHECK(s.trackedKeys <= 256);
+    CHECK(s.trackedKeys <= std::size_t{2} * 256);  // maxKeys for each of the two limiters
 }
 
 TEMPLATE_TEST_CASE("MemoryStorage: fresh entries are reused by new keys",
@@ -723,26 +723,99 @@ TEST_CASE("MemoryStorage: limiters share a storage by name, model and limit",
     }
 }
 
-TEST_CASE("MemoryStorage: maxKeys bounds the entries of all limiters together",
-          "[memory_storage][memory]") {
+TEST_CASE("MemoryStorage: maxKeys bounds the entries of each limiter", "[memory_storage][memory]") {
+    // docs/semantics.md, Memory storage: at most maxKeys live entries per limiter (limiters of one
+    // name and algorithm share a table, and so its entries).
     EventLog log;
     ManualClock clock;
     MemoryStorage storage{{.maxKeys = 8, .seed = 5, .onEvent = log.hook()}};
     MemoryLimiter<ratelimit::TokenBucketModel> a{
         Limit::perMinute(1), storage, clock, {.name = "a"}};
+    MemoryLimiter<ratelimit::TokenBucketModel> twinOfA{
+        Limit::perMinute(1), storage, clock, {.name = "a"}};
     MemoryLimiter<ratelimit::FixedWindowModel> b{
         Limit::perMinute(1), storage, clock, {.name = "b"}};
     for (int i = 0; i < 8; ++i) {
-        REQUIRE(a.tryAcquire("k" + std::to_string(i)).allowed);
+        REQUIRE((i % 2 == 0 ? a : twinOfA).tryAcquire("k" + std::to_string(i)).allowed);
     }
     REQUIRE(storage.stats().trackedKeys == 8);
     REQUIRE(storage.stats().spilledCalls == 0);
-    (void)b.tryAcquire("k0");
-    CHECK(storage.stats().trackedKeys == 8);
-    CHECK(storage.stats().spilledCalls == 1);
-    REQUIRE(log.events.size() == 1);
-    CHECK(log.events[0] == ratelimit::MemoryEvent::kSpillStarted);
-    CHECK(log.names[0] == "b");
+
+    // a's entries take none of b's: b holds maxKeys keys of its own.
+    for (int i = 0; i < 8; ++i) {
+        CHECK(b.tryAcquire("k" + std::to_string(i)).allowed);
+    }
+    CHECK(storage.stats().trackedKeys == 16);
+    CHECK(storage.stats().spilledCalls == 0);
+    CHECK(log.events.empty());
+
+    // Each is full: a ninth key spills, in either.
+    (void)twinOfA.tryAcquire("k8");
+    (void)b.tryAcquire("k8");
+    const ratelimit::MemoryStats s = storage.stats();
+    CHECK(s.trackedKeys == 16);
+    CHECK(s.spilledCalls == 2);
+    CHECK(s.allocatedBytes <= s.byteBound);
+    REQUIRE(log.events.size() == 2);
+    CHECK(log.count(ratelimit::MemoryEvent::kSpillStarted) == 2);
+    CHECK(log.names == std::vector<std::string>{"a", "b"});
+}
+
+TEST_CASE(
+    "MemoryStorage: a flood of new keys on one limiter leaves another's new keys their own "
+    "entries",
+    "[memory_storage][memory]") {
+    // The rules of a RouteLimiter share one storage. A flood of distinct clients on one rule fills
+    // that rule's maxKeys; another rule's new clients must still get entries of their own, while
+    // the flood goes on and after it went quiet. docs/semantics.md, Memory storage: maxKeys is
+    // per limiter, so they never wait for the flooded limiter's sweep (each of its inserting calls
+    // examines kSweepPerCall slots; one sweep is groups x 16 / kSweepPerCall such calls, and a
+    // quiet limiter makes none).
+    constexpr std::size_t kMaxKeys = 2000;
+    constexpr std::size_t kFlood = 5 * kMaxKeys;
+    constexpr std::size_t kClients = 200;
+    const Limit api = Limit::perHour(600);
+    const Limit login = Limit::per(5, 15min);
+    EventLog log;
+    ManualClock clock;
+    clock.set(1h);
+    MemoryStorage storage{{.maxKeys = kMaxKeys, .seed = 7, .onEvent = log.hook()}};
+    MemoryLimiter<ratelimit::TokenBucketModel> flooded{api, storage, clock, {.name = "GET /api"}};
+    MemoryLimiter<ratelimit::SlidingLogModel> quiet{login, storage, clock, {.name = "POST /login"}};
+
+    for (std::size_t i = 0; i < kFlood; ++i) {
+        (void)flooded.tryAcquire("flood-" + std::to_string(i));
+    }
+    const ratelimit::MemoryStats afterFlood = storage.stats();
+    CAPTURE(afterFlood.trackedKeys, afterFlood.spilledCalls);
+    REQUIRE(afterFlood.spilledCalls > 0);         // the flood filled its limiter's maxKeys
+    REQUIRE(afterFlood.trackedKeys == kMaxKeys);  // and not one entry more
+    REQUIRE(log.count(ratelimit::MemoryEvent::kSpillStarted) == 1);
+
+    // New clients of the quiet limiter: each gets an entry of its own, so its full limit.
+    const auto newClients = [&](const std::string& prefix) {
+        const std::uint64_t spilledBefore = storage.stats().spilledCalls;
+        std::size_t own = 0;
+        for (std::size_t i = 0; i < kClients; ++i) {
+            const ratelimit::Decision d = quiet.tryAcquire(prefix + std::to_string(i));
+            own += d.allowed && d.remaining == login.count - 1 ? 1U : 0U;
+        }
+        const std::uint64_t spilled = storage.stats().spilledCalls - spilledBefore;
+        CAPTURE(prefix, own, spilled);
+        CHECK(own == kClients);
+        CHECK(spilled == 0);
+    };
+    SECTION("while the flood goes on") { newClients("during-"); }
+    SECTION("after the flood went quiet: its entries are fresh, and it makes no call") {
+        clock.advance(freshAfter(api));
+        newClients("after-");
+    }
+    const ratelimit::MemoryStats s = storage.stats();
+    CHECK(s.trackedKeys == kMaxKeys + kClients);  // the flooded limiter's entries, and the new ones
+    CHECK(s.allocatedBytes <= s.byteBound);
+    for (const std::string& name : log.names) {
+        CHECK(name == "GET /api");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

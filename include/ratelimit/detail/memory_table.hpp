@@ -67,28 +67,16 @@ inline HashSeeds hashSeeds(std::uint64_t seed) {
     return seeds;
 }
 
-/// What the tables of one storage share: its bound on live entries, its hashes and its hook.
+/// What the tables of one storage share: its options, its hashes and its hook.
 struct MemoryKeyspace {
     MemoryStorageOptions options;
     ShortKeyHash shortKeyHasher;
     SipHash128 longKeyHasher;
-    std::atomic<std::size_t> live{0};
 
     MemoryKeyspace(MemoryStorageOptions opts, const HashSeeds& seeds)
         : options(std::move(opts)),
           shortKeyHasher(seeds[0], seeds[1], seeds[2], seeds[3]),
           longKeyHasher(seeds[kShortKeySeedWords], seeds[kShortKeySeedWords + 1]) {}
-
-    bool reserveEntry() noexcept {
-        std::size_t n = live.load(std::memory_order_relaxed);
-        while (n < options.maxKeys) {
-            if (live.compare_exchange_weak(n, n + 1, std::memory_order_relaxed)) {
-                return true;
-            }
-        }
-        return false;
-    }
-    void releaseEntry() noexcept { live.fetch_sub(1, std::memory_order_relaxed); }
 };
 
 /// The type-erased face of a table, for the storage's registry and statistics (never on the
@@ -208,8 +196,6 @@ public:
             // Adopts the group `groupAt` released into the table, and frees it.
             const std::unique_ptr<Group> owned{groups_[i].load(std::memory_order_relaxed)};
         }
-        keyspace_->live.fetch_sub(tracked_.load(std::memory_order_relaxed),
-                                  std::memory_order_relaxed);
     }
     MemoryTable(const MemoryTable&) = delete;
     MemoryTable& operator=(const MemoryTable&) = delete;
@@ -494,7 +480,7 @@ private:
     RATELIMIT_COLD bool hasRoom(Group& x, Group& y, Tick hint)
         RATELIMIT_REQUIRES(x.insertLock, y.insertLock) {
         if (emptySlots(x) + emptySlots(y) > 0 &&
-            keyspace_->live.load(std::memory_order_relaxed) < keyspace_->options.maxKeys) {
+            tracked_.load(std::memory_order_relaxed) < keyspace_->options.maxKeys) {
             return true;
         }
         return hasFresh(x, hint) || hasFresh(y, hint);
@@ -566,7 +552,21 @@ private:
         return n;
     }
 
-    /// Gives an empty slot of `g` to the key, within the storage's `maxKeys`.
+    /// Counts one more entry against this table's `maxKeys`; false at the bound. The bound is per
+    /// table: a fresh entry can only be judged fresh by its own table (its quota, its limiters'
+    /// clock), so a budget shared with another table would let a flood there, once quiet, keep
+    /// this table's new keys spilling for as long as that table makes no call.
+    bool reserveEntry() noexcept {
+        std::size_t n = tracked_.load(std::memory_order_relaxed);
+        while (n < keyspace_->options.maxKeys) {
+            if (tracked_.compare_exchange_weak(n, n + 1, std::memory_order_relaxed)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /// Gives an empty slot of `g` to the key, within the table's `maxKeys`.
     RATELIMIT_COLD bool claimEmpty(Group& g, const Lookup& k, const Request& r, Decision& out)
         RATELIMIT_REQUIRES(g.insertLock) {
         for (std::size_t w = 0; w < kTagWords; ++w) {
@@ -574,10 +574,9 @@ private:
             if (empty == 0) {
                 continue;
             }
-            if (!keyspace_->reserveEntry()) {
+            if (!reserveEntry()) {
                 return false;
             }
-            tracked_.fetch_add(1, std::memory_order_relaxed);
             const std::size_t i = w * kTagsPerWord + byteIndex(empty);
             Slot& s = g.slots[i];
             SlotGuard guard(s.lock);
@@ -641,7 +640,6 @@ private:
                 s.state = typename M::State{};
                 setTag(*g, i, 0);
                 tracked_.fetch_sub(1, std::memory_order_relaxed);
-                keyspace_->releaseEntry();
             }
             s.lock.unlock();
         }

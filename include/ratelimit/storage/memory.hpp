@@ -33,12 +33,13 @@ struct MemoryShared;
 /// Keys of up to 16 bytes are stored whole and placed by a fast keyed hash; longer keys are
 /// kept as their keyed 128-bit SipHash-2-4 digest (both seeded per storage, so an attacker
 /// cannot aim keys at one group or forge a digest). Memory is bounded in bytes: at most `maxKeys`
-/// entries are live across all limiters of the storage, and the tables are sized from `maxKeys`
-/// once (see `MemoryStats::byteBound`). A fresh entry (its key back to untouched) is free space: a
-/// new key reuses it, and each call that inserts sweeps at most `kSweepPerCall` slots; there is no
-/// background thread. When no entry is free, a new key shares one of `spillEntries` spill entries
-/// chosen by its hash: it is limited together with other overflow keys, never unlimited, and no
-/// tracked key is ever evicted or reset; the hook hears of it once per episode.
+/// entries are live in each limiter's table, which is sized from `maxKeys` once (see
+/// `MemoryStats::byteBound`), so a flood on one limiter never takes another's room. A fresh entry
+/// (its key back to untouched) is free space: a new key of its limiter reuses it, and each call
+/// that inserts sweeps at most `kSweepPerCall` slots of its table; there is no background thread.
+/// When no entry is free, a new key shares one of `spillEntries` spill entries chosen by its hash:
+/// it is limited together with other overflow keys, never unlimited, and no tracked key is ever
+/// evicted or reset; the hook hears of it once per episode.
 ///
 /// Thread safety: thread-safe; copies are handles sharing one store.
 class MemoryStorage {
