@@ -1,7 +1,7 @@
 // RedisStorage under faults, against real redis-servers the tests start, kill, pause and
 // restart themselves: a crash under 8 writer threads, a frozen server, a long outage behind
 // the open breaker, every failure policy's exact answer, SCRIPT FLUSH, maxmemory, a wrong
-// password, fork() and TCP.
+// password, fork() (alone and under 8 calling threads) and TCP.
 //
 // Each test ends in the documented behaviour (docs/redis.md): no request sent
 // twice except the EVAL after NOSCRIPT, no reply matched to the wrong caller (decisions carry
@@ -1182,6 +1182,119 @@ TEST_CASE("Redis faults: a forked child never uses the parent's connections",
         return std::count(text.begin(), text.end(), '\n');
     };
     CHECK(waitUntil([&] { return clients() == 2; }, 5s));
+}
+
+/// What became of children that each made one call: exited (by code), killed by a signal, or
+/// still running when the bound passed (then killed: hung).
+struct Children {
+    std::vector<pid_t> running;
+    std::array<int, 256> exitCodes{};
+    int signalled = 0;
+    int hung = 0;
+
+    /// Reaps every child that has exited, without waiting.
+    void reapExited() {
+        std::erase_if(running, [this](pid_t pid) {
+            int status = 0;
+            if (::waitpid(pid, &status, WNOHANG) != pid) {
+                return false;
+            }
+            if (WIFEXITED(status)) {
+                ++exitCodes.at(static_cast<std::size_t>(WEXITSTATUS(status)));
+            } else {
+                ++signalled;
+            }
+            return true;
+        });
+    }
+
+    /// Reaps the children until `bound` passes, then kills and counts the ones still running.
+    void reapAll(std::chrono::milliseconds bound) {
+        waitUntil(
+            [this] {
+                reapExited();
+                return running.empty();
+            },
+            bound);
+        for (const pid_t pid : running) {
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, nullptr, 0);
+        }
+        hung = static_cast<int>(running.size());
+        running.clear();
+    }
+};
+
+TEST_CASE("Redis faults: children forked under 8 calling threads each get an answer in time",
+          "[redis_storage][redis][concurrency][faults]") {
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    const TempDir dir;
+    // The parent's threads share connections through the pipeline, or take them from the pool,
+    // or (the server unreachable) are answered by the breaker and the fallback table, all on
+    // the key the children use. The default deadline (50 ms): a child blocked on a lock that a
+    // parent's thread held at the fork never returns; one that keeps its deadline exits at once.
+    enum class Mode { kPipeline, kPool, kFallback };
+    const Mode mode = GENERATE(Mode::kPipeline, Mode::kPool, Mode::kFallback);
+    const bool reachable = mode != Mode::kFallback;
+    const RedisStorage storage{{.unixSocket = reachable ? server->unixSocket() : deadSocket(dir),
+                                .breakerBackoff = 1ms,
+                                .breakerMaxBackoff = 1ms,
+                                .pipelining = mode != Mode::kPool}};
+    Bucket limiter{Limit::perHour(1'000'000), storage, RedisServerClock{},
+                   limiterOptions("forks", FailurePolicy::kFallBackToMemory)};
+
+    constexpr int kThreads = 8;
+    constexpr int kForks = 200;
+    std::atomic<bool> stop{false};
+    std::atomic<std::uint64_t> parentCalls{0};
+    std::vector<std::thread> threads;
+    threads.reserve(kThreads);
+    for (int t = 0; t < kThreads; ++t) {
+        threads.emplace_back([&] {
+            while (!stop.load()) {
+                (void)limiter.tryAcquire("hot", 1);
+                parentCalls.fetch_add(1);
+            }
+        });
+    }
+    REQUIRE(waitUntil([&] { return parentCalls.load() >= 200; }, 10s));
+
+    // Exit codes: 0 Redis answered, 1 the failure policy answered, 2 it threw.
+    Children children;
+    for (int i = 0; i < kForks; ++i) {
+        const pid_t pid = ::fork();
+        if (pid == 0) {
+            int code = 2;
+            try {
+                code = limiter.tryAcquire("hot", 1).degraded ? 1 : 0;
+            } catch (...) {  // NOLINT(bugprone-empty-catch): reported by the exit code
+            }
+            ::_exit(code);
+        }
+        REQUIRE(pid > 0);
+        children.running.push_back(pid);
+        children.reapExited();
+        std::this_thread::sleep_for(1ms);  // the threads move on between forks
+    }
+    const std::uint64_t callsDuringForks = parentCalls.load();
+    children.reapAll(10s);
+    stop.store(true);
+    for (std::thread& t : threads) {
+        t.join();
+    }
+
+    INFO("mode " << static_cast<int>(mode) << ": " << children.exitCodes[0]
+                 << " answered by Redis, " << children.exitCodes[1] << " degraded, "
+                 << children.exitCodes[2] << " threw, " << children.signalled
+                 << " killed by a signal, " << children.hung << " hung; parent calls "
+                 << callsDuringForks);
+    CHECK(children.hung == 0);
+    CHECK(children.signalled == 0);
+    CHECK(children.exitCodes[0] + children.exitCodes[1] == kForks);
+    CHECK((reachable ? children.exitCodes[0] > 0 : children.exitCodes[1] == kForks));
 }
 
 // ---- 9. TCP ----------------------------------------------------------------------------------

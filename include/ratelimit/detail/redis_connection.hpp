@@ -282,8 +282,6 @@ public:
         }
     }
 
-    [[nodiscard]] pid_t owner() const noexcept { return pid_; }
-
     /// An idle connection is never readable: if it is, the server closed it (a restart) or
     /// sent something unasked, and it must not carry a request. Only a connection idle for
     /// `kStaleCheckAfter` or more is polled: the check is a system call, and a server that
@@ -368,7 +366,6 @@ private:
 
     int fd_ = -1;
     redisReader* reader_ = nullptr;
-    pid_t pid_ = ::getpid();
     std::chrono::steady_clock::time_point idleSince_{};  // the epoch: a new connection is checked
 };
 

@@ -15,7 +15,6 @@
 #include <utility>
 #include <vector>
 
-#include <ratelimit/detail/fork_watch.hpp>
 #include <ratelimit/detail/redis_connection.hpp>
 #include <ratelimit/store_error.hpp>
 
@@ -59,11 +58,6 @@ public:
         me.bytes = bytes;
         me.deadline = deadline;
         std::unique_lock<std::mutex> lock(mutex_);
-        if (fork_.forked()) {
-            // A child: the parent's connections (and their leaders) are not ours. Closing our
-            // copy of a descriptor sends nothing while the parent holds it.
-            lanes_.clear();
-        }
         Lane& lane = pickLane();
         me.lane = &lane;
         lane.pending.push_back(&me);
@@ -278,7 +272,6 @@ private:
     const Connector connect_;
     std::atomic<std::uint64_t>& writes_;
     std::mutex mutex_;
-    ForkWatch fork_;                            // guarded by mutex_
     std::vector<std::unique_ptr<Lane>> lanes_;  // guarded by mutex_
 };
 

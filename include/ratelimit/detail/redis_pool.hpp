@@ -15,7 +15,6 @@
 
 #include <hiredis/hiredis.h>
 
-#include <ratelimit/detail/fork_watch.hpp>
 #include <ratelimit/detail/redis_connection.hpp>
 #include <ratelimit/detail/redis_pipeline.hpp>
 #include <ratelimit/detail/throw.hpp>
@@ -35,15 +34,14 @@ struct RedisPoolCounters {
 /// The connections of one `RedisStorage`: shared by concurrent callers through a pipeline
 /// (`RedisStorageOptions::pipelining`), or a pool handing each caller a connection of its
 /// own; each one connected and prepared (`AUTH`, `SELECT`) within the deadline of the call that
-/// opens it. The address is resolved once, at construction. After `fork()` the child never
-/// uses its parent's connections.
+/// opens it. One process's: a forked child makes its own (see `RedisLink`).
 /// Thread safety: thread-safe.
 class RedisPool {
 public:
-    RedisPool(const RedisStorageOptions& options, RedisPoolCounters& counters)
-        : options_(options),
-          address_(resolveRedisAddress(options.host, options.port, options.unixSocket)),
-          counters_(counters) {
+    /// `options`, `address` and `counters` are the storage's, which outlives its pools.
+    RedisPool(const RedisStorageOptions& options, const RedisAddress& address,
+              RedisPoolCounters& counters)
+        : options_(options), address_(address), counters_(counters) {
         if (options_.pipelining) {
             pipeline_ = std::make_unique<RedisPipeline>(
                 std::min(options_.pipelineConnections, options_.poolSize), options_.maxPipeline,
@@ -75,12 +73,6 @@ private:
     /// within the deadline) while fewer than `poolSize` are open.
     std::unique_ptr<RedisConnection> acquire(Deadline deadline, IoStatus& status) {
         std::unique_lock<std::mutex> lock(poolMutex_);
-        if (fork_.forked()) {
-            // A forked child: the parent's connections are never used here (closing our copy
-            // of a descriptor sends nothing), and those busy at the fork never come back.
-            idle_.clear();
-            open_ = 0;
-        }
         for (;;) {
             while (!idle_.empty()) {
                 auto c = std::move(idle_.back());
@@ -113,9 +105,6 @@ private:
     /// Returns a connection; one that saw any error is closed instead.
     void release(std::unique_ptr<RedisConnection> c, bool reusable) {
         std::unique_lock<std::mutex> lock(poolMutex_);
-        if (c->owner() != fork_.pid()) {
-            return;  // opened before a fork: dropped without use
-        }
         if (reusable) {
             c->idleFrom(std::chrono::steady_clock::now());
             idle_.push_back(std::move(c));
@@ -171,14 +160,13 @@ private:
         return true;
     }
 
-    const RedisStorageOptions& options_;  // the storage's, which outlives its pool
-    RedisAddress address_;
+    const RedisStorageOptions& options_;
+    const RedisAddress& address_;
     RedisPoolCounters& counters_;
     std::mutex poolMutex_;
     std::condition_variable poolFree_;
     std::vector<std::unique_ptr<RedisConnection>> idle_;  // guarded by poolMutex_
     std::size_t open_ = 0;                                // guarded by poolMutex_
-    ForkWatch fork_;                                      // guarded by poolMutex_
     std::unique_ptr<RedisPipeline> pipeline_;             // null without pipelining
 };
 
