@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -57,15 +58,30 @@ public:
             return pipeline_->exchange(request, deadline, status);
         }
         auto conn = acquire(deadline, status);
-        if (!conn) {
-            return nullptr;
+        std::size_t sent = 0;
+        while (conn) {
+            counters_.writes.fetch_add(1, std::memory_order_relaxed);
+            ReplyPtr reply =
+                conn->send(std::span<const std::string_view>(&request, 1), deadline, status, sent)
+                    ? conn->receive(deadline, status)
+                    : nullptr;
+            if (reply) {
+                release(std::move(conn), !closesConnection(*reply));
+                return reply;
+            }
+            // A connection that saw any transport error is closed, never reused.
+            const bool reconnect = worthReconnecting(status, *conn);
+            release(std::move(conn), false);
+            if (!reconnect) {
+                break;
+            }
+            conn = openSpare(deadline);
+            status.serverUp = conn != nullptr;
+            if (conn && sent > 0) {
+                release(std::move(conn), true);  // not for this request, which may have run
+            }  // else none of it left: it goes once more, on the new connection
         }
-        counters_.writes.fetch_add(1, std::memory_order_relaxed);
-        ReplyPtr reply = conn->roundTrip(request, deadline, status);
-        // A connection that saw any transport, protocol or auth error is closed, never reused.
-        const bool reusable = reply != nullptr && !closesConnection(*reply);
-        release(std::move(conn), reusable);
-        return reply;
+        return nullptr;
     }
 
 private:
@@ -83,15 +99,7 @@ private:
                 --open_;  // closed by the server while idle (a restart): dropped unused
             }
             if (open_ < options_.poolSize) {
-                ++open_;
-                lock.unlock();
-                auto c = connect(deadline, status);
-                if (!c) {
-                    lock.lock();
-                    --open_;
-                    poolFree_.notify_one();
-                }
-                return c;
+                return open(lock, deadline, status);
             }
             if (poolFree_.wait_until(lock, deadline) == std::cv_status::timeout) {
                 status = {StoreError::kTimeout,
@@ -100,6 +108,32 @@ private:
                 return nullptr;
             }
         }
+    }
+
+    /// A new connection in place of one that broke (`worthReconnecting`), if a place is free
+    /// at once; null when none is or it does not connect within the deadline.
+    std::unique_ptr<RedisConnection> openSpare(Deadline deadline) {
+        std::unique_lock<std::mutex> lock(poolMutex_);
+        if (open_ >= options_.poolSize) {
+            return nullptr;
+        }
+        IoStatus ignored;  // a failed reconnect leaves the original failure to count
+        return open(lock, deadline, ignored);
+    }
+
+    /// Takes a free place (`lock` held, `open_ < poolSize`) and connects into it, the lock
+    /// released meanwhile; null with `status` set when that fails (the place is free again).
+    std::unique_ptr<RedisConnection> open(std::unique_lock<std::mutex>& lock, Deadline deadline,
+                                          IoStatus& status) {
+        ++open_;
+        lock.unlock();
+        auto c = connect(deadline, status);
+        if (!c) {
+            lock.lock();
+            --open_;
+            poolFree_.notify_one();
+        }
+        return c;
     }
 
     /// Returns a connection; one that saw any error is closed instead.

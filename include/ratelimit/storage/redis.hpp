@@ -347,10 +347,10 @@ private:
             shared_->report(link.breaker.succeeded(admission));
             return *answer;
         }
-        if (detail::tripsBreaker(status.error)) {
+        if (detail::tripsBreaker(status.error) && !status.serverUp) {
             shared_->report(link.breaker.failed(admission, status.error, status.message));
         } else {
-            // It answered: the link is fine.
+            // It answered, or a new connection reached it: the server is up.
             shared_->report(link.breaker.succeeded(admission));
         }
         return degrade(link, status, key, cost, mode, fallbackNow, link.breaker.untilProbe());
