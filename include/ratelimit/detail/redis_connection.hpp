@@ -92,28 +92,36 @@ inline StoreError classifyErrorReply(std::string_view text) {
     if (startsWith("MOVED") || startsWith("ASK")) {
         return StoreError::kRedirected;
     }
-    if (startsWith("NOAUTH") || startsWith("WRONGPASS") || startsWith("NOPERM")) {
+    if (startsWith("NOAUTH") || startsWith("WRONGPASS")) {
         return StoreError::kAuth;
-    }
-    if (startsWith("READONLY")) {
-        return StoreError::kReadOnly;
     }
     if (startsWith("BUSY")) {
         return StoreError::kBusy;
     }
-    // Errors raised inside a script arrive wrapped: look for the inner code too.
-    if (text.find("OOM command not allowed") != std::string_view::npos) {
+    // Refusals of a server that is up, also raised inside a script: Redis 7 passes the code
+    // through, earlier versions wrap it in their own text.
+    const auto holds = [&](std::string_view code) {
+        return text.find(code) != std::string_view::npos;
+    };
+    if (holds("OOM command not allowed")) {
         return StoreError::kOutOfMemory;
     }
-    if (text.find("READONLY") != std::string_view::npos) {
+    if (holds("READONLY")) {
         return StoreError::kReadOnly;
+    }
+    if (holds("NOPERM")) {
+        return StoreError::kNoPermission;
+    }
+    if (holds("MISCONF")) {
+        return StoreError::kMisconf;
     }
     return StoreError::kScript;
 }
 
 /// Errors that say the server or the link is unusable (they trip the breaker, unless a new
-/// connection showed the server up: `IoStatus::serverUp`); the others concern one request (out
-/// of memory, a script error, a redirect) and leave it closed.
+/// connection showed the server up: `outage`); the others are a server's answer to one request
+/// (out of memory, read-only, no permission, misconf, a script error, a redirect) and leave it
+/// closed.
 inline bool tripsBreaker(StoreError e) {
     switch (e) {
         case StoreError::kTimeout:
@@ -127,6 +135,12 @@ inline bool tripsBreaker(StoreError e) {
         default:
             return false;
     }
+}
+
+/// Whether a failure counts toward the breaker: an error that trips it, unless a new connection
+/// reached the server right after the one that broke.
+inline bool outage(const IoStatus& status) {
+    return tripsBreaker(status.error) && !status.serverUp;
 }
 
 /// An error reply that says the link itself is unusable (auth lost, protocol error, a busy

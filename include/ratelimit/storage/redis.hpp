@@ -163,6 +163,7 @@ struct RedisShared {
     std::atomic<std::uint64_t> scriptResends{0};
     std::atomic<std::uint64_t> failures{0};
     std::atomic<std::uint64_t> shortCircuited{0};
+    std::array<std::atomic<std::uint64_t>, kStoreErrorKinds> failuresByKind{};
 
     explicit RedisShared(RedisStorageOptions opts)
         : options(std::move(opts)),
@@ -347,12 +348,8 @@ private:
             shared_->report(link.breaker.succeeded(admission));
             return *answer;
         }
-        if (detail::tripsBreaker(status.error) && !status.serverUp) {
-            shared_->report(link.breaker.failed(admission, status.error, status.message));
-        } else {
-            // It answered, or a new connection reached it: the server is up.
-            shared_->report(link.breaker.succeeded(admission));
-        }
+        shared_->report(
+            link.breaker.failed(admission, status.error, status.message, detail::outage(status)));
         return degrade(link, status, key, cost, mode, fallbackNow, link.breaker.untilProbe());
     }
 
@@ -424,6 +421,8 @@ private:
                                    std::string_view key, std::int64_t cost, StepMode mode, Tick now,
                                    std::chrono::nanoseconds untilProbe) const {
         shared_->failures.fetch_add(1, std::memory_order_relaxed);
+        shared_->failuresByKind[static_cast<std::size_t>(status.error)].fetch_add(
+            1, std::memory_order_relaxed);
         const std::int64_t limit = quota_.capacity;
         const auto fixed = [now] { return now; };
         Decision d;
@@ -530,6 +529,9 @@ inline RedisStats RedisStorage::stats() const {
     s.failures = shared_->failures.load(std::memory_order_relaxed);
     s.shortCircuited = shared_->shortCircuited.load(std::memory_order_relaxed);
     s.writes = shared_->poolCounters.writes.load(std::memory_order_relaxed);
+    for (std::size_t kind = 0; kind < kStoreErrorKinds; ++kind) {
+        s.failuresByKind[kind] = shared_->failuresByKind[kind].load(std::memory_order_relaxed);
+    }
     return s;
 }
 
