@@ -79,6 +79,7 @@ public:
             status.serverUp = conn != nullptr;
             if (conn && sent > 0) {
                 release(std::move(conn), true);  // not for this request, which may have run
+                break;
             }  // else none of it left: it goes once more, on the new connection
         }
         return nullptr;

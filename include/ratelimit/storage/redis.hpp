@@ -153,28 +153,23 @@ struct RedisLink {
     CircuitBreaker breaker;
 };
 
-/// What every copy of one `RedisStorage` handle shares: options, the resolved address, this
-/// process's link and the counters.
-struct RedisShared {
-    RedisStorageOptions options;
-    RedisAddress address;
-    RedisPoolCounters poolCounters;
-    std::atomic<std::uint64_t> requests{0};
-    std::atomic<std::uint64_t> scriptResends{0};
-    std::atomic<std::uint64_t> failures{0};
-    std::atomic<std::uint64_t> shortCircuited{0};
-    std::array<std::atomic<std::uint64_t>, kStoreErrorKinds> failuresByKind{};
-
-    explicit RedisShared(RedisStorageOptions opts)
-        : options(std::move(opts)),
-          address(resolveRedisAddress(options.host, options.port, options.unixSocket)),
-          link_(std::make_unique<RedisLink>(options, address, poolCounters).release()) {}
-    RedisShared(const RedisShared&) = delete;
-    RedisShared& operator=(const RedisShared&) = delete;
-    RedisShared(RedisShared&&) = delete;
-    RedisShared& operator=(RedisShared&&) = delete;
-    ~RedisShared() {
-        RedisLink* const current = link_.load(std::memory_order_acquire);
+/// This process's `RedisLink`, made anew by the first call in a forked child.
+/// Thread safety: thread-safe.
+class RedisLinks {
+public:
+    /// `options`, `address` and `counters` are the storage's, which outlives its links.
+    RedisLinks(const RedisStorageOptions& options, const RedisAddress& address,
+               RedisPoolCounters& counters)
+        : options_(options),
+          address_(address),
+          counters_(counters),
+          current_(std::make_unique<RedisLink>(options, address, counters).release()) {}
+    RedisLinks(const RedisLinks&) = delete;
+    RedisLinks& operator=(const RedisLinks&) = delete;
+    RedisLinks(RedisLinks&&) = delete;
+    RedisLinks& operator=(RedisLinks&&) = delete;
+    ~RedisLinks() {
+        RedisLink* const current = current_.load(std::memory_order_acquire);
         if (!current->fork.forked()) {
             const std::unique_ptr<RedisLink> own(current);
         }  // else: a parent's, left as the fork found it (see RedisLink)
@@ -183,16 +178,40 @@ struct RedisShared {
     /// This process's link. The first call in a forked child makes the child's own, taking no
     /// lock before it knows (a lock a parent's thread held at the fork is never released in the
     /// child), so the call's one deadline still covers it.
-    RedisLink& link() {
-        RedisLink* current = link_.load(std::memory_order_acquire);
+    RedisLink& current() {
+        RedisLink* current = current_.load(std::memory_order_acquire);
         while (current->fork.forked()) {
-            auto own = std::make_unique<RedisLink>(options, address, poolCounters);
-            if (link_.compare_exchange_strong(current, own.get(), std::memory_order_acq_rel)) {
+            auto own = std::make_unique<RedisLink>(options_, address_, counters_);
+            if (current_.compare_exchange_strong(current, own.get(), std::memory_order_acq_rel)) {
                 return *own.release();
             }  // else another thread of this child made it first: `current` is now that one
         }
         return *current;
     }
+
+private:
+    const RedisStorageOptions& options_;
+    const RedisAddress& address_;
+    RedisPoolCounters& counters_;
+    std::atomic<RedisLink*> current_;
+};
+
+/// What every copy of one `RedisStorage` handle shares: options, the resolved address, this
+/// process's link and the counters.
+struct RedisShared {
+    RedisStorageOptions options;
+    RedisAddress address;
+    RedisPoolCounters poolCounters;
+    RedisLinks links{options, address, poolCounters};
+    std::atomic<std::uint64_t> requests{0};
+    std::atomic<std::uint64_t> scriptResends{0};
+    std::atomic<std::uint64_t> failures{0};
+    std::atomic<std::uint64_t> shortCircuited{0};
+    std::array<std::atomic<std::uint64_t>, kStoreErrorKinds> failuresByKind{};
+
+    explicit RedisShared(RedisStorageOptions opts)
+        : options(std::move(opts)),
+          address(resolveRedisAddress(options.host, options.port, options.unixSocket)) {}
 
     /// The deadline of a call that starts now.
     [[nodiscard]] Deadline deadline() const {
@@ -205,9 +224,6 @@ struct RedisShared {
             options.onEvent(*event);
         }
     }
-
-private:
-    std::atomic<RedisLink*> link_;
 };
 
 /// A limiter's fallback table (`FailurePolicy::kFallBackToMemory`), one per process: a forked
@@ -251,7 +267,7 @@ private:
         MemoryStorage::Table<M> table;
     };
 
-    std::unique_ptr<Made> make(const RedisLink& link) const {
+    [[nodiscard]] std::unique_ptr<Made> make(const RedisLink& link) const {
         return std::make_unique<Made>(
             Made{&link, MemoryStorage(MemoryStorage::Options{.maxKeys = maxKeys_})
                             .template table<M>(options_, quota_)});
@@ -281,8 +297,8 @@ public:
           quota_(quota),
           policy_(options.failurePolicy),
           quotaArguments_(detail::quotaArguments(quota)),
-          fallback_(std::make_shared<detail::RedisFallback<M>>(shared_->options.fallbackMaxKeys,
-                                                               options, quota, shared_->link())) {}
+          fallback_(std::make_shared<detail::RedisFallback<M>>(
+              shared_->options.fallbackMaxKeys, options, quota, shared_->links.current())) {}
 
     /// One check at the time `now` gives (µs ticks of the limiter's clock), read just before
     /// the request is sent.
@@ -303,7 +319,7 @@ public:
 
     /// Deletes the key's state in Redis (and in the fallback table).
     void reset(std::string_view key) const {
-        detail::RedisLink& link = shared_->link();
+        detail::RedisLink& link = shared_->links.current();
         fallback_->of(link).reset(key);
         std::string request;
         detail::appendCommand(request, {"DEL", redisKey(key)});
@@ -334,7 +350,7 @@ public:
 private:
     [[nodiscard]] Decision call(std::string_view key, const std::string& now, Tick phase,
                                 std::int64_t cost, StepMode mode, Tick fallbackNow) const {
-        detail::RedisLink& link = shared_->link();
+        detail::RedisLink& link = shared_->links.current();
         const auto admission = link.breaker.admit();
         if (!admission.proceed) {
             shared_->shortCircuited.fetch_add(1, std::memory_order_relaxed);
