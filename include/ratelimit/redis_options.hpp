@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -21,6 +22,14 @@ struct RedisStats {
     /// Writes that carried requests: below `requests` when pipelining gathered several
     /// callers' requests into one write.
     std::uint64_t writes = 0;
+    /// `failures` by kind, indexed by `StoreError` (`kCircuitOpen`: `shortCircuited`); read
+    /// with `failuresOf`.
+    std::array<std::uint64_t, kStoreErrorKinds> failuresByKind{};
+
+    /// The calls of `failures` that failed with `kind`.
+    [[nodiscard]] constexpr std::uint64_t failuresOf(StoreError kind) const noexcept {
+        return failuresByKind[static_cast<std::size_t>(kind)];
+    }
 };
 
 /// Options of a `RedisStorage` (`RedisStorage::Options`). Fields only ever get added at the
@@ -40,13 +49,15 @@ struct RedisStorageOptions {
     std::size_t poolSize = 16;
     /// First segment of every key. Must not contain `{` or `}`.
     std::string keyPrefix = "rl";
-    /// Breaker backoff after the first failure, doubling per failed probe up to the max.
+    /// Breaker backoff after the first failure, doubling per failed probe up to the max; also
+    /// how long no call must fail before a success is heard as healthy again (`onEvent`).
     std::chrono::milliseconds breakerBackoff{100};
     std::chrono::milliseconds breakerMaxBackoff{5000};
     /// Entries of each limiter's memory table for `FailurePolicy::kFallBackToMemory`.
     std::size_t fallbackMaxKeys = 100'000;
-    /// Hears health changes (failing, healthy again), from the calling thread, outside
-    /// every lock; never once per request. Must not throw.
+    /// Hears health changes, from the calling thread, outside every lock; never once per
+    /// request: failing at a call's failure of any kind while healthy, healthy at a success once
+    /// the breaker is closed and no call failed for `breakerBackoff`. Must not throw.
     std::function<void(const StoreEvent&)> onEvent{};
     /// Concurrent calls share connections (pipelining): a caller queues its request on a
     /// connection; the first caller to find that connection idle writes every queued

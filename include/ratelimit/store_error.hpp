@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -7,7 +8,7 @@
 namespace ratelimit {
 inline namespace v1 {
 
-/// Why a shared store failed to answer.
+/// Why a shared store failed to answer. Kinds only ever get added at the end.
 enum class StoreError {
     kNone,
     kTimeout,         ///< the deadline passed before the request was sent: it did not run
@@ -23,7 +24,12 @@ enum class StoreError {
     kBusy,            ///< the server is busy running another script
     kScript,          ///< the script failed (e.g. `WRONGTYPE` on a foreign key)
     kCircuitOpen,     ///< not tried: the circuit breaker is open after earlier failures
+    kNoPermission,    ///< the ACL user may not run the script or touch its key (`NOPERM`)
+    kMisconf,         ///< the server refuses writes after a failed save to disk (`MISCONF`)
 };
+
+/// How many kinds `StoreError` has (the last one's value plus one), for counts by kind.
+inline constexpr std::size_t kStoreErrorKinds = static_cast<std::size_t>(StoreError::kMisconf) + 1;
 
 /// A stable lowercase name for `e`, for logs.
 constexpr std::string_view toString(StoreError e) noexcept {
@@ -54,6 +60,10 @@ constexpr std::string_view toString(StoreError e) noexcept {
             return "script";
         case StoreError::kCircuitOpen:
             return "circuit_open";
+        case StoreError::kNoPermission:
+            return "no_permission";
+        case StoreError::kMisconf:
+            return "misconf";
     }
     return "unknown";
 }
@@ -74,12 +84,12 @@ private:
     StoreError code_;
 };
 
-/// A change of a store's health, as its hook hears it: once when calls start failing, once
-/// when they succeed again — never once per request.
+/// A change of a store's health, as its hook hears it: once when calls start failing (with an
+/// error of any kind), once when they succeed again — never once per request.
 struct StoreEvent {
     enum class Health { kFailing, kHealthy };
     Health health = Health::kHealthy;
-    StoreError error = StoreError::kNone;  ///< the failure that opened the breaker
+    StoreError error = StoreError::kNone;  ///< the first failure of the episode
     std::string message;                   ///< a human-readable detail
 };
 

@@ -32,7 +32,12 @@ constexpr CircuitBreaker::Admission kOrdinaryCall{};
 
 /// Opens `breaker` with the failure of an ordinary call; returns the event it reported.
 std::optional<StoreEvent> open(CircuitBreaker& breaker) {
-    return breaker.failed(kOrdinaryCall, StoreError::kUnreachable, "connect: refused");
+    return breaker.failed(kOrdinaryCall, StoreError::kUnreachable, "connect: refused", true);
+}
+
+/// The failure of an ordinary call that the store answered with an error (not an outage).
+std::optional<StoreEvent> refuse(CircuitBreaker& breaker, StoreError error) {
+    return breaker.failed(kOrdinaryCall, error, "refused", false);
 }
 
 }  // namespace
@@ -92,7 +97,7 @@ TEST_CASE("CircuitBreaker: each failed probe doubles the backoff up to the maxim
         time.advance(breaker.untilProbe());
         const CircuitBreaker::Admission probe = breaker.admit();
         REQUIRE(probe.probe);
-        CHECK_FALSE(breaker.failed(probe, StoreError::kTimeout, "no reply").has_value());
+        CHECK_FALSE(breaker.failed(probe, StoreError::kTimeout, "no reply", true).has_value());
         CHECK(breaker.untilProbe() == backoff);
         CHECK_FALSE(breaker.admit().proceed);
     }
@@ -118,6 +123,60 @@ TEST_CASE("CircuitBreaker: only the probe's success closes it, with one healthy 
     // The next outage starts again from the base backoff.
     REQUIRE(open(breaker).has_value());
     CHECK(breaker.untilProbe() == 20ms);
+}
+
+TEST_CASE("CircuitBreaker: an error the store answers with is heard once and leaves it closed",
+          "[circuit_breaker]") {
+    const TestTime time;
+    CircuitBreaker breaker{20ms, 80ms, time.clock()};
+    const std::optional<StoreEvent> failing = refuse(breaker, StoreError::kOutOfMemory);
+    REQUIRE(failing.has_value());
+    CHECK(failing->health == StoreEvent::Health::kFailing);
+    CHECK(failing->error == StoreError::kOutOfMemory);
+    CHECK(breaker.admit().proceed);
+    // The calls the store still serves between failing ones do not end the episode, and a
+    // failure of another kind does not start a new one.
+    time.advance(10ms);
+    CHECK_FALSE(breaker.succeeded(kOrdinaryCall).has_value());
+    CHECK_FALSE(refuse(breaker, StoreError::kReadOnly).has_value());
+    time.advance(20ms - 1ns);
+    CHECK_FALSE(breaker.succeeded(kOrdinaryCall).has_value());
+    CHECK(breaker.admit().proceed);
+    // A success once no call failed for the base backoff: healthy, once.
+    time.advance(1ns);
+    const std::optional<StoreEvent> healthy = breaker.succeeded(kOrdinaryCall);
+    REQUIRE(healthy.has_value());
+    CHECK(healthy->health == StoreEvent::Health::kHealthy);
+    CHECK_FALSE(breaker.succeeded(kOrdinaryCall).has_value());
+    REQUIRE(refuse(breaker, StoreError::kScript).has_value());  // a new episode
+}
+
+TEST_CASE("CircuitBreaker: a probe the store answers with an error closes it",
+          "[circuit_breaker]") {
+    const TestTime time;
+    CircuitBreaker breaker{20ms, 80ms, time.clock()};
+    REQUIRE(open(breaker).has_value());
+    time.advance(20ms);
+    const CircuitBreaker::Admission probe = breaker.admit();
+    REQUIRE(probe.probe);
+    CHECK_FALSE(breaker.failed(probe, StoreError::kNoPermission, "NOPERM", false).has_value());
+    CHECK(breaker.admit().proceed);  // the server is up
+    CHECK(breaker.untilProbe() == 20ms);
+    // Still failing until a call succeeds a backoff after the last failure.
+    CHECK_FALSE(breaker.succeeded(kOrdinaryCall).has_value());
+    time.advance(20ms);
+    REQUIRE(breaker.succeeded(kOrdinaryCall).has_value());
+}
+
+TEST_CASE("CircuitBreaker: a success while it is open is not healthy", "[circuit_breaker]") {
+    const TestTime time;
+    CircuitBreaker breaker{20ms, 80ms, time.clock()};
+    REQUIRE(open(breaker).has_value());
+    time.advance(1h);  // long after the failure, but nobody probed: the breaker is still open
+    CHECK_FALSE(breaker.succeeded(kOrdinaryCall).has_value());
+    const CircuitBreaker::Admission probe = breaker.admit();
+    REQUIRE(probe.probe);
+    REQUIRE(breaker.succeeded(probe).has_value());
 }
 
 TEST_CASE("CircuitBreaker: without a clock it reads the steady clock", "[circuit_breaker]") {

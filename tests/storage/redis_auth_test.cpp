@@ -110,7 +110,8 @@ TEST_CASE("RedisStorage: AUTH as an ACL user", "[redis_storage][redis]") {
     options.keyPrefix = "other";
     RedisLimiter<ratelimit::TokenBucketModel> outside(Limit::perMinute(2), RedisStorage(options),
                                                       clock, limiterOptions("acl"));
-    CHECK_THROWS_MATCHES(outside.tryAcquire("k"), StoreException, StoreErrorIs(StoreError::kAuth));
+    CHECK_THROWS_MATCHES(outside.tryAcquire("k"), StoreException,
+                         StoreErrorIs(StoreError::kNoPermission));
     // A wrong password for the user.
     options.keyPrefix = "rlacl";
     options.password = "admin-pw";

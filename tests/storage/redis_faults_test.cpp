@@ -1,7 +1,8 @@
 // RedisStorage under faults, against real redis-servers the tests start, kill, pause and
-// restart themselves: a crash under 8 writer threads, a frozen server, a long outage behind
-// the open breaker, every failure policy's exact answer, SCRIPT FLUSH, maxmemory, a wrong
-// password, fork() and TCP.
+// restart themselves: a crash under 8 writer threads, CLIENT KILL under 8 threads, a frozen
+// server, a long outage behind the open breaker, every failure policy's exact answer, SCRIPT
+// FLUSH, maxmemory and the other error replies (READONLY, NOPERM, MISCONF, a script error), a
+// wrong password, fork() (alone and under 8 calling threads) and TCP.
 //
 // Each test ends in the documented behaviour (docs/redis.md): no request sent
 // twice except the EVAL after NOSCRIPT, no reply matched to the wrong caller (decisions carry
@@ -15,6 +16,7 @@
 // is installed. A SIGPIPE raised by the library kills this process: that is the failure.
 
 #include <algorithm>
+#include <arpa/inet.h>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -27,6 +29,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <netinet/in.h>
 #include <optional>
 #include <pthread.h>
 #include <sstream>
@@ -538,6 +541,76 @@ TEST_CASE("Redis faults: after a server restart, idle pooled connections cost no
     CHECK(after.connectsOpened > warm.connectsOpened);
 }
 
+// ---- 1c. connections killed by the server under load -------------------------------------
+
+TEST_CASE("Redis faults: CLIENT KILL under 8 threads fails only the calls in flight",
+          "[redis_storage][redis][faults]") {
+    const SigpipeKills sigpipe;
+    const bool tcp = GENERATE(false, true);
+    const bool pipelining = GENERATE(true, false);
+    const auto server = startServer({.tcp = tcp});
+    if (!server) {
+        return;
+    }
+    const rt::RedisContextPtr raw = connectTo(*server);
+    RedisStorage::Options options = rt::storageOptions(*server, "rl");
+    options.timeout = 1000ms;
+    options.poolSize = 8;
+    options.pipelining = pipelining;
+    const RedisStorage storage{std::move(options)};
+    Bucket limiter{Limit::perHour(1'000'000), storage, RedisServerClock{},
+                   limiterOptions("kill", FailurePolicy::kFailOpen)};
+
+    constexpr int kThreads = 8;
+    constexpr int kKills = 5;
+    std::atomic<bool> stop{false};
+    std::atomic<std::uint64_t> answered{0};
+    std::atomic<std::uint64_t> degraded{0};
+    std::vector<std::thread> threads;
+    threads.reserve(kThreads);
+    for (int t = 0; t < kThreads; ++t) {
+        threads.emplace_back([&, t] {
+            const std::string key = "k" + std::to_string(t);
+            while (!stop.load()) {
+                (limiter.tryAcquire(key, 1).degraded ? degraded : answered).fetch_add(1);
+            }
+        });
+    }
+    // Every kill finds the threads' calls answered by Redis again.
+    const auto busy = [&] {
+        const std::uint64_t from = answered.load();
+        return waitUntil([&] { return answered.load() >= from + 200; }, 10s);
+    };
+    bool running = busy();
+    // Each kill closes every connection of the storage's (SKIPME: not the one asking).
+    std::int64_t killed = 0;
+    for (int k = 0; k < kKills && running; ++k) {
+        killed += rt::integerReply(rt::command(raw.get(), {"CLIENT", "KILL", "TYPE", "normal"}));
+        running = busy();
+    }
+    stop.store(true);
+    for (std::thread& t : threads) {
+        t.join();
+    }
+
+    const RedisStats stats = storage.stats();
+    INFO((tcp ? "tcp" : "unix socket")
+         << (pipelining ? ", pipelining" : ", pool") << ": " << answered.load()
+         << " answered by Redis, " << degraded.load() << " degraded, " << killed
+         << " connections killed; " << describe(stats));
+    REQUIRE(running);
+    CHECK(killed >= kKills);
+    // At most the calls in flight on the killed connections fail: one per thread and kill, and
+    // over TCP with pipelining one more when a thread's next call goes out on the other shared
+    // connection before its end has seen the kill (a write to a closed unix socket fails
+    // unsent and goes again on a new connection; over TCP it seems to succeed). The server
+    // stayed up, so nothing is answered by an open breaker.
+    const std::uint64_t perKill = tcp && pipelining ? 2 * kThreads : kThreads;
+    CHECK(degraded.load() <= kKills * perKill);
+    CHECK(stats.shortCircuited == 0);
+    CHECK(stats.failures == degraded.load());
+}
+
 // ---- 2. paused (SIGSTOP) -----------------------------------------------------------------
 
 TEST_CASE("Redis faults: a paused server: calls keep their deadline, late replies reach nobody",
@@ -919,11 +992,13 @@ TEST_CASE("Redis faults: at maxmemory refusals still answer from Redis, admissio
     }
     const rt::RedisContextPtr raw = connectTo(*server);
     HookLog hook;
+    BreakerClock breakerTime;  // the backoff is the quiet time before a success is healthy
     const RedisStorage storage{{.unixSocket = server->unixSocket(),
                                 .timeout = 2000ms,
-                                .breakerBackoff = 20ms,
-                                .breakerMaxBackoff = 40ms,
-                                .onEvent = hook.callback()}};
+                                .breakerBackoff = 10s,
+                                .breakerMaxBackoff = 10s,
+                                .onEvent = hook.callback(),
+                                .breakerClock = breakerTime.function()}};
     Bucket open{Limit::perHour(3), storage, RedisServerClock{},
                 limiterOptions("oom", FailurePolicy::kFailOpen)};
     Bucket thrower{Limit::perHour(3), storage, RedisServerClock{},
@@ -995,19 +1070,157 @@ TEST_CASE("Redis faults: at maxmemory refusals still answer from Redis, admissio
     INFO(describe(filled) << " -> " << describe(atOom));
     CHECK(atOom.shortCircuited == filled.shortCircuited);
     CHECK(atOom.failures - filled.failures == 21);
+    CHECK(atOom.failuresOf(StoreError::kOutOfMemory) == 21);
+    // The hook heard the failing admissions once, the refusals between them did not end it.
     INFO(hook.describe());
-    CHECK(hook.events().empty());
+    REQUIRE(hook.events().size() == 1);
+    CHECK(hook.events()[0].health == StoreEvent::Health::kFailing);
+    CHECK(hook.events()[0].error == StoreError::kOutOfMemory);
 
     // Memory freed: admissions pass again; "hot" was never reset, "fresh0" never consumed.
     for (int i = 0; i < fillers; ++i) {
         REQUIRE(rt::command(raw.get(), {"DEL", "fill:" + std::to_string(i)}) != nullptr);
     }
+    breakerTime.advance(10s);  // no call failed for a backoff: the next success is healthy
     const Decision fresh = open.tryAcquire("fresh0", 1);
     INFO(describe(fresh));
     CHECK((!fresh.degraded && fresh.allowed && fresh.remaining == 2));
     const Decision hot = open.tryAcquire("hot", 1);
     INFO(describe(hot));
     CHECK((!hot.degraded && !hot.allowed && hot.retryAfter > 1000s));
+    const std::vector<StoreEvent> events = hook.events();
+    REQUIRE(events.size() == 2);
+    CHECK(events[1].health == StoreEvent::Health::kHealthy);
+}
+
+// ---- 6b. error replies of every kind --------------------------------------------------------
+
+/// A loopback TCP port nobody listens on (bound, then closed): a connect to it is refused.
+int closedPort() {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof addr;
+    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast): the sockets API
+    auto* address = reinterpret_cast<sockaddr*>(&addr);
+    const bool bound =
+        ::bind(fd, address, sizeof addr) == 0 && ::getsockname(fd, address, &length) == 0;
+    ::close(fd);
+    REQUIRE(bound);
+    return ntohs(addr.sin_port);
+}
+
+/// Polls INFO persistence until no background save runs; its last status ("ok" or "err").
+std::string lastBackgroundSave(redisContext* c) {
+    std::string text;
+    const bool done = waitUntil(
+        [&] {
+            text = info(c, "persistence");
+            return infoNumber(text, "rdb_bgsave_in_progress:") == 0;
+        },
+        10s);
+    REQUIRE(done);
+    const std::string field = "rdb_last_bgsave_status:";
+    const std::size_t at = text.find(field);
+    REQUIRE(at != std::string::npos);
+    return text.substr(at + field.size(), text.find_first_of("\r\n", at) - at - field.size());
+}
+
+TEST_CASE("Redis faults: errors of every kind are heard once when they start and once after",
+          "[redis_storage][redis][faults]") {
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    const rt::RedisContextPtr raw = connectTo(*server);
+    // The storage logs in as a user of its own, so that a section can take a permission away.
+    rt::ok(rt::command(raw.get(), {"ACL", "SETUSER", "limiter", "on", ">pw", "~*", "&*", "+@all"}));
+    HookLog hook;
+    // The errors leave the breaker closed: its backoff is only the quiet time before a success
+    // is heard as healthy, which the test passes by moving the breaker's clock.
+    BreakerClock breakerTime;
+    constexpr auto kBackoff = 10s;
+    const RedisStorage storage{{.unixSocket = server->unixSocket(),
+                                .user = "limiter",
+                                .password = "pw",
+                                .timeout = 2000ms,
+                                .breakerBackoff = kBackoff,
+                                .breakerMaxBackoff = 2 * kBackoff,
+                                .onEvent = hook.callback(),
+                                .breakerClock = breakerTime.function()}};
+    Bucket limiter{Limit::perHour(1000), storage, RedisServerClock{},
+                   limiterOptions("kinds", FailurePolicy::kFailOpen)};
+    REQUIRE_FALSE(limiter.tryAcquire("warm", 1).degraded);
+
+    // Each section starts one kind of error, makes calls that fail with it, and ends it.
+    StoreError kind = StoreError::kNone;
+    std::string key = "k";
+    std::function<void()> end;
+    SECTION("READONLY: the server became a replica (of a master it cannot reach)") {
+        kind = StoreError::kReadOnly;
+        rt::ok(rt::command(raw.get(), {"REPLICAOF", "127.0.0.1", std::to_string(closedPort())}));
+        end = [&] { rt::ok(rt::command(raw.get(), {"REPLICAOF", "NO", "ONE"})); };
+    }
+    SECTION("NOPERM: the user may no longer run EVALSHA") {
+        kind = StoreError::kNoPermission;
+        rt::ok(rt::command(raw.get(), {"ACL", "SETUSER", "limiter", "-evalsha"}));
+        end = [&] { rt::ok(rt::command(raw.get(), {"ACL", "SETUSER", "limiter", "+evalsha"})); };
+    }
+    SECTION("MISCONF: a background save failed (its file's name is taken by a directory)") {
+        kind = StoreError::kMisconf;
+        const std::filesystem::path blocker =
+            std::filesystem::path(server->directory()) / "dump.rdb" / "taken";
+        std::filesystem::create_directories(blocker);
+        rt::ok(rt::command(raw.get(), {"CONFIG", "SET", "save", "3600 1"}));
+        rt::ok(rt::command(raw.get(), {"CONFIG", "SET", "stop-writes-on-bgsave-error", "yes"}));
+        rt::ok(rt::command(raw.get(), {"BGSAVE"}));
+        REQUIRE(lastBackgroundSave(raw.get()) == "err");
+        end = [&, blocker] {
+            std::filesystem::remove_all(blocker.parent_path());
+            rt::ok(rt::command(raw.get(), {"BGSAVE"}));
+            REQUIRE(lastBackgroundSave(raw.get()) == "ok");
+        };
+    }
+    SECTION("a script error: the key holds a value of another type") {
+        kind = StoreError::kScript;
+        const std::string redisKey =
+            rt::redisKeyOf<ratelimit::TokenBucketModel>("rl", "kinds", "wrong-type");
+        key = "wrong-type";
+        rt::ok(rt::command(raw.get(), {"SET", redisKey, "a string"}));
+        end = [&, redisKey] { rt::ok(rt::command(raw.get(), {"DEL", redisKey})); };
+    }
+
+    const RedisStats before = storage.stats();
+    constexpr int kFailed = 5;
+    for (int i = 0; i < kFailed; ++i) {
+        const Decision d = limiter.tryAcquire(key, 1);
+        INFO(describe(d));
+        CHECK((d.degraded && d.allowed));
+    }
+    const RedisStats failing = storage.stats();
+    INFO(toString(kind) << ": " << describe(before) << " -> " << describe(failing));
+    INFO(hook.describe());
+    CHECK(failing.failures - before.failures == kFailed);
+    CHECK(failing.failuresOf(kind) - before.failuresOf(kind) == kFailed);
+    CHECK(failing.shortCircuited == before.shortCircuited);  // the server answered each call
+    std::vector<StoreEvent> events = hook.events();
+    REQUIRE(events.size() == 1);
+    CHECK(events[0].health == StoreEvent::Health::kFailing);
+    CHECK(events[0].error == kind);
+
+    // Once the error is gone and none came for a backoff, the next call is heard as healthy.
+    end();
+    breakerTime.advance(kBackoff);
+    for (int i = 0; i < 3; ++i) {
+        const Decision d = limiter.tryAcquire(key, 1);
+        INFO(describe(d));
+        CHECK((!d.degraded && d.allowed));
+    }
+    events = hook.events();
+    REQUIRE(events.size() == 2);
+    CHECK(events[1].health == StoreEvent::Health::kHealthy);
 }
 
 // ---- 7. authentication -------------------------------------------------------------------
@@ -1182,6 +1395,119 @@ TEST_CASE("Redis faults: a forked child never uses the parent's connections",
         return std::count(text.begin(), text.end(), '\n');
     };
     CHECK(waitUntil([&] { return clients() == 2; }, 5s));
+}
+
+/// What became of children that each made one call: exited (by code), killed by a signal, or
+/// still running when the bound passed (then killed: hung).
+struct Children {
+    std::vector<pid_t> running;
+    std::array<int, 256> exitCodes{};
+    int signalled = 0;
+    int hung = 0;
+
+    /// Reaps every child that has exited, without waiting.
+    void reapExited() {
+        std::erase_if(running, [this](pid_t pid) {
+            int status = 0;
+            if (::waitpid(pid, &status, WNOHANG) != pid) {
+                return false;
+            }
+            if (WIFEXITED(status)) {
+                ++exitCodes.at(static_cast<std::size_t>(WEXITSTATUS(status)));
+            } else {
+                ++signalled;
+            }
+            return true;
+        });
+    }
+
+    /// Reaps the children until `bound` passes, then kills and counts the ones still running.
+    void reapAll(std::chrono::milliseconds bound) {
+        waitUntil(
+            [this] {
+                reapExited();
+                return running.empty();
+            },
+            bound);
+        for (const pid_t pid : running) {
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, nullptr, 0);
+        }
+        hung = static_cast<int>(running.size());
+        running.clear();
+    }
+};
+
+TEST_CASE("Redis faults: children forked under 8 calling threads each get an answer in time",
+          "[redis_storage][redis][concurrency][faults]") {
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    const TempDir dir;
+    // The parent's threads share connections through the pipeline, or take them from the pool,
+    // or (the server unreachable) are answered by the breaker and the fallback table, all on
+    // the key the children use. The default deadline (50 ms): a child blocked on a lock that a
+    // parent's thread held at the fork never returns; one that keeps its deadline exits at once.
+    enum class Mode { kPipeline, kPool, kFallback };
+    const Mode mode = GENERATE(Mode::kPipeline, Mode::kPool, Mode::kFallback);
+    const bool reachable = mode != Mode::kFallback;
+    const RedisStorage storage{{.unixSocket = reachable ? server->unixSocket() : deadSocket(dir),
+                                .breakerBackoff = 1ms,
+                                .breakerMaxBackoff = 1ms,
+                                .pipelining = mode != Mode::kPool}};
+    Bucket limiter{Limit::perHour(1'000'000), storage, RedisServerClock{},
+                   limiterOptions("forks", FailurePolicy::kFallBackToMemory)};
+
+    constexpr int kThreads = 8;
+    constexpr int kForks = 200;
+    std::atomic<bool> stop{false};
+    std::atomic<std::uint64_t> parentCalls{0};
+    std::vector<std::thread> threads;
+    threads.reserve(kThreads);
+    for (int t = 0; t < kThreads; ++t) {
+        threads.emplace_back([&] {
+            while (!stop.load()) {
+                (void)limiter.tryAcquire("hot", 1);
+                parentCalls.fetch_add(1);
+            }
+        });
+    }
+    REQUIRE(waitUntil([&] { return parentCalls.load() >= 200; }, 10s));
+
+    // Exit codes: 0 Redis answered, 1 the failure policy answered, 2 it threw.
+    Children children;
+    for (int i = 0; i < kForks; ++i) {
+        const pid_t pid = ::fork();
+        if (pid == 0) {
+            int code = 2;
+            try {
+                code = limiter.tryAcquire("hot", 1).degraded ? 1 : 0;
+            } catch (...) {  // NOLINT(bugprone-empty-catch): reported by the exit code
+            }
+            ::_exit(code);
+        }
+        REQUIRE(pid > 0);
+        children.running.push_back(pid);
+        children.reapExited();
+        std::this_thread::sleep_for(1ms);  // the threads move on between forks
+    }
+    const std::uint64_t callsDuringForks = parentCalls.load();
+    children.reapAll(10s);
+    stop.store(true);
+    for (std::thread& t : threads) {
+        t.join();
+    }
+
+    INFO("mode " << static_cast<int>(mode) << ": " << children.exitCodes[0]
+                 << " answered by Redis, " << children.exitCodes[1] << " degraded, "
+                 << children.exitCodes[2] << " threw, " << children.signalled
+                 << " killed by a signal, " << children.hung << " hung; parent calls "
+                 << callsDuringForks);
+    CHECK(children.hung == 0);
+    CHECK(children.signalled == 0);
+    CHECK(children.exitCodes[0] + children.exitCodes[1] == kForks);
+    CHECK((reachable ? children.exitCodes[0] > 0 : children.exitCodes[1] == kForks));
 }
 
 // ---- 9. TCP ----------------------------------------------------------------------------------

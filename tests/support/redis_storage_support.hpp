@@ -80,13 +80,21 @@ inline ratelimit::LimiterOptions limiterOptions(
     return o;
 }
 
-/// A storage's counters, for failure messages.
+/// A storage's counters, for failure messages (the failures by kind that are not 0).
 inline std::string describe(const ratelimit::RedisStats& s) {
-    return "{requests=" + std::to_string(s.requests) + " writes=" + std::to_string(s.writes) +
-           " scriptResends=" + std::to_string(s.scriptResends) +
-           " connectsOpened=" + std::to_string(s.connectsOpened) +
-           " failures=" + std::to_string(s.failures) +
-           " shortCircuited=" + std::to_string(s.shortCircuited) + "}";
+    std::string out = "{requests=" + std::to_string(s.requests) +
+                      " writes=" + std::to_string(s.writes) +
+                      " scriptResends=" + std::to_string(s.scriptResends) +
+                      " connectsOpened=" + std::to_string(s.connectsOpened) +
+                      " failures=" + std::to_string(s.failures) +
+                      " shortCircuited=" + std::to_string(s.shortCircuited);
+    for (std::size_t kind = 0; kind < s.failuresByKind.size(); ++kind) {
+        if (s.failuresByKind[kind] != 0) {
+            out += " " + std::string(ratelimit::toString(static_cast<StoreError>(kind))) + "=" +
+                   std::to_string(s.failuresByKind[kind]);
+        }
+    }
+    return out + "}";
 }
 
 /// The Redis key of `key` under `Model`, spelled out independently of

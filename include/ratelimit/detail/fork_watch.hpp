@@ -9,11 +9,12 @@ namespace ratelimit {
 inline namespace v1 {
 namespace detail {
 
-/// Tells a process it was forked since the last look, without a system call per look: one
-/// page of its own, mapped with `MADV_WIPEONFORK`, reads as zero in a child. Where the kernel
-/// lacks it (before Linux 4.14) each look compares `getpid()` instead. No process-wide state:
-/// the page belongs to this object alone.
-/// Thread safety: not thread-safe; its owner calls it under its own lock.
+/// Tells whether the calling process is not the one that made this object (a child forked
+/// since), without a lock and without a system call per look: one page of its own, mapped with
+/// `MADV_WIPEONFORK`, reads as zero in a child. Where the kernel lacks it (before Linux 4.14)
+/// each look compares `getpid()` instead. No process-wide state: the page belongs to this object
+/// alone.
+/// Thread safety: thread-safe; `forked()` only reads what the constructor wrote.
 class ForkWatch {
 public:
     ForkWatch() noexcept {
@@ -43,26 +44,10 @@ public:
         }
     }
 
-    /// True on the first look in a process forked since the previous look.
-    bool forked() noexcept {
-        if (mark_ != nullptr) {
-            if (*mark_ != 0) {
-                return false;
-            }
-            *mark_ = 1;
-            pid_ = ::getpid();
-            return true;
-        }
-        const pid_t now = ::getpid();
-        if (now == pid_) {
-            return false;
-        }
-        pid_ = now;
-        return true;
+    /// True in a process forked (directly or not) from the one that made this object.
+    [[nodiscard]] bool forked() const noexcept {
+        return mark_ != nullptr ? *mark_ == 0 : ::getpid() != pid_;
     }
-
-    /// The process this object last looked from.
-    [[nodiscard]] pid_t pid() const noexcept { return pid_; }
 
 private:
     void* page_ = nullptr;

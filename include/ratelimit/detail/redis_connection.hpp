@@ -43,6 +43,11 @@ struct RedisAddress {
 struct IoStatus {
     StoreError error = StoreError::kNone;
     std::string message;
+    /// The connection broke (the server closed or reset it), as opposed to a timeout.
+    bool broken = false;
+    /// A new connection reached the server right after this one broke: the failure was the
+    /// connection's, not the server's, and does not count toward the circuit breaker.
+    bool serverUp = false;
     [[nodiscard]] bool ok() const noexcept { return error == StoreError::kNone; }
 };
 
@@ -87,27 +92,36 @@ inline StoreError classifyErrorReply(std::string_view text) {
     if (startsWith("MOVED") || startsWith("ASK")) {
         return StoreError::kRedirected;
     }
-    if (startsWith("NOAUTH") || startsWith("WRONGPASS") || startsWith("NOPERM")) {
+    if (startsWith("NOAUTH") || startsWith("WRONGPASS")) {
         return StoreError::kAuth;
-    }
-    if (startsWith("READONLY")) {
-        return StoreError::kReadOnly;
     }
     if (startsWith("BUSY")) {
         return StoreError::kBusy;
     }
-    // Errors raised inside a script arrive wrapped: look for the inner code too.
-    if (text.find("OOM command not allowed") != std::string_view::npos) {
+    // Refusals of a server that is up, also raised inside a script: Redis 7 passes the code
+    // through, earlier versions wrap it in their own text.
+    const auto holds = [&](std::string_view code) {
+        return text.find(code) != std::string_view::npos;
+    };
+    if (holds("OOM command not allowed")) {
         return StoreError::kOutOfMemory;
     }
-    if (text.find("READONLY") != std::string_view::npos) {
+    if (holds("READONLY")) {
         return StoreError::kReadOnly;
+    }
+    if (holds("NOPERM")) {
+        return StoreError::kNoPermission;
+    }
+    if (holds("MISCONF")) {
+        return StoreError::kMisconf;
     }
     return StoreError::kScript;
 }
 
-/// Errors that say the server or the link is unusable (they trip the breaker); the others
-/// concern one request (out of memory, a script error, a redirect) and leave it closed.
+/// Errors that say the server or the link is unusable (they trip the breaker, unless a new
+/// connection showed the server up: `outage`); the others are a server's answer to one request
+/// (out of memory, read-only, no permission, misconf, a script error, a redirect) and leave it
+/// closed.
 inline bool tripsBreaker(StoreError e) {
     switch (e) {
         case StoreError::kTimeout:
@@ -121,6 +135,12 @@ inline bool tripsBreaker(StoreError e) {
         default:
             return false;
     }
+}
+
+/// Whether a failure counts toward the breaker: an error that trips it, unless a new connection
+/// reached the server right after the one that broke.
+inline bool outage(const IoStatus& status) {
+    return tripsBreaker(status.error) && !status.serverUp;
 }
 
 /// An error reply that says the link itself is unusable (auth lost, protocol error, a busy
@@ -232,7 +252,7 @@ public:
                 continue;
             }
             status = {sent == 0 ? StoreError::kClosed : StoreError::kOutcomeUnknown,
-                      errorText("send", errno)};
+                      errorText("send", errno), true};
             return false;
         }
         return true;
@@ -246,6 +266,7 @@ public:
             status = {StoreError::kProtocol, "unparsable reply"};
             return nullptr;
         }
+        answered_ = answered_ || reply != nullptr;
         return ReplyPtr(static_cast<redisReply*>(reply));
     }
 
@@ -258,6 +279,7 @@ public:
                 return nullptr;
             }
             if (reply != nullptr) {
+                answered_ = true;
                 return ReplyPtr(static_cast<redisReply*>(reply));
             }
             // Wait first: right after a write the reply is rarely there yet, and a recv that
@@ -277,12 +299,11 @@ public:
             }
             status = {
                 StoreError::kOutcomeUnknown,
-                n == 0 ? std::string("connection closed by the server") : errorText("recv", errno)};
+                n == 0 ? std::string("connection closed by the server") : errorText("recv", errno),
+                true};
             return nullptr;
         }
     }
-
-    [[nodiscard]] pid_t owner() const noexcept { return pid_; }
 
     /// An idle connection is never readable: if it is, the server closed it (a restart) or
     /// sent something unasked, and it must not carry a request. Only a connection idle for
@@ -296,6 +317,9 @@ public:
         pollfd p{fd_, POLLIN, 0};
         return ::poll(&p, 1, 0) != 0;
     }
+
+    /// It has carried a reply: the server accepted and served it.
+    [[nodiscard]] bool answered() const noexcept { return answered_; }
 
     /// Marks the end of a use: the time `stale()` measures idleness from.
     void idleFrom(std::chrono::steady_clock::time_point now) noexcept { idleSince_ = now; }
@@ -368,9 +392,20 @@ private:
 
     int fd_ = -1;
     redisReader* reader_ = nullptr;
-    pid_t pid_ = ::getpid();
+    bool answered_ = false;
     std::chrono::steady_clock::time_point idleSince_{};  // the epoch: a new connection is checked
 };
+
+/// Whether `status`, a failure of `conn`, is worth one new connection before it counts toward
+/// the breaker (docs/redis.md, A request is sent once): `conn` broke after the server had
+/// served it, as when the server closes a connection (CLIENT KILL, an idle timeout) while
+/// others stay up. If the new connection connects within the call's deadline, the server is
+/// up (`IoStatus::serverUp`), and a request none of whose bytes left `conn` goes once more on
+/// it: it cannot have run. A request whose bytes left may have run and is never sent again. A
+/// new connection that breaks before serving anything is news about the server: it counts.
+inline bool worthReconnecting(const IoStatus& status, const RedisConnection& conn) {
+    return status.broken && conn.answered();
+}
 
 /// Resolves a TCP host and port or a unix socket path, without connecting.
 inline RedisAddress resolveRedisAddress(const std::string& host, int port,

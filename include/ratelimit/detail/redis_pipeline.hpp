@@ -15,7 +15,6 @@
 #include <utility>
 #include <vector>
 
-#include <ratelimit/detail/fork_watch.hpp>
 #include <ratelimit/detail/redis_connection.hpp>
 #include <ratelimit/store_error.hpp>
 
@@ -35,7 +34,9 @@ namespace detail {
 /// dropped, never given to anyone else (kOutcomeUnknown). A transport error or timeout while
 /// the leader writes or reads fails every request of the batch (kOutcomeUnknown once any byte
 /// of it left, its own error before) and closes the connection; so does, once its replies are
-/// read, an error reply that says the link is unusable (auth, protocol, busy).
+/// read, an error reply that says the link is unusable (auth, protocol, busy). A connection
+/// that broke after serving requests is replaced at once, and a batch none of whose bytes left
+/// it goes once more on the new one (`worthReconnecting`).
 /// Thread safety: thread-safe.
 class RedisPipeline {
 public:
@@ -59,11 +60,6 @@ public:
         me.bytes = bytes;
         me.deadline = deadline;
         std::unique_lock<std::mutex> lock(mutex_);
-        if (fork_.forked()) {
-            // A child: the parent's connections (and their leaders) are not ours. Closing our
-            // copy of a descriptor sends nothing while the parent holds it.
-            lanes_.clear();
-        }
         Lane& lane = pickLane();
         me.lane = &lane;
         lane.pending.push_back(&me);
@@ -161,12 +157,10 @@ private:
         lock.unlock();
 
         // Nothing else touches the lane's connection, batch bytes or replies while it is busy.
-        IoStatus status;
-        const bool written = writeBatch(lane, me, status, lock);
-        const bool closeAfter = !written || readReplies(lane, me, lock);
-        if (closeAfter) {
-            lane.conn.reset();
-        } else {
+        if (writeBatch(lane, me, lock)) {
+            readReplies(lane, me, lock);
+        }
+        if (lane.conn) {
             lane.conn->idleFrom(std::chrono::steady_clock::now());
         }
         lock.lock();
@@ -178,20 +172,24 @@ private:
     }
 
     /// Connects if need be and writes the batch; on failure fails all of it. Lock not held.
-    bool writeBatch(Lane& lane, Request& me, IoStatus& status, std::unique_lock<std::mutex>& lock) {
+    bool writeBatch(Lane& lane, const Request& me, std::unique_lock<std::mutex>& lock) {
         if (lane.conn && lane.conn->stale(std::chrono::steady_clock::now())) {
             lane.conn.reset();  // closed by the server while idle (a restart): dropped unused
         }
+        IoStatus status;
         if (!lane.conn) {
             lane.conn = connect_(me.deadline, status);
         }
+        const std::array<std::string_view, 2> parts = {me.bytes, lane.followers};
         std::size_t sent = 0;
-        if (lane.conn) {
-            const std::array<std::string_view, 2> parts = {me.bytes, lane.followers};
+        while (lane.conn) {
             writes_.fetch_add(1, std::memory_order_relaxed);
             if (lane.conn->send(parts, me.deadline, status, sent)) {
                 return true;
             }
+            if (!replaceBroken(lane, me.deadline, status) || sent > 0) {
+                break;
+            }  // else none of it left: it goes once more, on the new connection
         }
         lock.lock();
         failFrom(lane, 0, status, sent);  // with no connection nothing left: the connect's error
@@ -200,8 +198,8 @@ private:
     }
 
     /// Reads the batch's replies in order and hands each to its caller; on failure fails the
-    /// rest. True when the connection must be closed. Lock not held.
-    bool readReplies(Lane& lane, const Request& me, std::unique_lock<std::mutex>& lock) {
+    /// rest. Lock not held.
+    void readReplies(Lane& lane, const Request& me, std::unique_lock<std::mutex>& lock) {
         bool closeAfter = false;
         const std::size_t n = lane.batch.size();  // only the leader changes its size
         std::size_t answered = 0;
@@ -227,15 +225,34 @@ private:
                 }
                 ++answered;  // a reply whose caller gave up is dropped here, read by no one
             }
+            lock.unlock();
             if (!status.ok()) {
+                replaceBroken(lane, me.deadline, status);
+                closeAfter = false;  // the connection it concerned is gone
+                lock.lock();
                 failFrom(lane, answered, status, std::string_view::npos);
-                closeAfter = true;
+                lock.unlock();
                 answered = n;
             }
-            lock.unlock();
         }
         replies.clear();
-        return closeAfter;
+        if (closeAfter) {
+            lane.conn.reset();
+        }
+    }
+
+    /// Closes the lane's connection after `status` failed it, and opens one new connection in
+    /// its place when the failure is worth it (`worthReconnecting`); true when that one
+    /// connected (`status.serverUp`). Lock not held.
+    bool replaceBroken(Lane& lane, Deadline deadline, IoStatus& status) {
+        const bool reconnect = worthReconnecting(status, *lane.conn);
+        lane.conn.reset();
+        if (reconnect) {
+            IoStatus ignored;  // a failed reconnect leaves the original failure to count
+            lane.conn = connect_(deadline, ignored);
+            status.serverUp = lane.conn != nullptr;
+        }
+        return status.serverUp;
     }
 
     /// Fails the batch's requests from `first` on with `status`. `sent` bytes of the batch
@@ -278,7 +295,6 @@ private:
     const Connector connect_;
     std::atomic<std::uint64_t>& writes_;
     std::mutex mutex_;
-    ForkWatch fork_;                            // guarded by mutex_
     std::vector<std::unique_ptr<Lane>> lanes_;  // guarded by mutex_
 };
 

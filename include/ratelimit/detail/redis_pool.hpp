@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -15,7 +16,6 @@
 
 #include <hiredis/hiredis.h>
 
-#include <ratelimit/detail/fork_watch.hpp>
 #include <ratelimit/detail/redis_connection.hpp>
 #include <ratelimit/detail/redis_pipeline.hpp>
 #include <ratelimit/detail/throw.hpp>
@@ -35,15 +35,14 @@ struct RedisPoolCounters {
 /// The connections of one `RedisStorage`: shared by concurrent callers through a pipeline
 /// (`RedisStorageOptions::pipelining`), or a pool handing each caller a connection of its
 /// own; each one connected and prepared (`AUTH`, `SELECT`) within the deadline of the call that
-/// opens it. The address is resolved once, at construction. After `fork()` the child never
-/// uses its parent's connections.
+/// opens it. One process's: a forked child makes its own (see `RedisLink`).
 /// Thread safety: thread-safe.
 class RedisPool {
 public:
-    RedisPool(const RedisStorageOptions& options, RedisPoolCounters& counters)
-        : options_(options),
-          address_(resolveRedisAddress(options.host, options.port, options.unixSocket)),
-          counters_(counters) {
+    /// `options`, `address` and `counters` are the storage's, which outlives its pools.
+    RedisPool(const RedisStorageOptions& options, const RedisAddress& address,
+              RedisPoolCounters& counters)
+        : options_(options), address_(address), counters_(counters) {
         if (options_.pipelining) {
             pipeline_ = std::make_unique<RedisPipeline>(
                 std::min(options_.pipelineConnections, options_.poolSize), options_.maxPipeline,
@@ -59,15 +58,31 @@ public:
             return pipeline_->exchange(request, deadline, status);
         }
         auto conn = acquire(deadline, status);
-        if (!conn) {
-            return nullptr;
+        std::size_t sent = 0;
+        while (conn) {
+            counters_.writes.fetch_add(1, std::memory_order_relaxed);
+            ReplyPtr reply =
+                conn->send(std::span<const std::string_view>(&request, 1), deadline, status, sent)
+                    ? conn->receive(deadline, status)
+                    : nullptr;
+            if (reply) {
+                release(std::move(conn), !closesConnection(*reply));
+                return reply;
+            }
+            // A connection that saw any transport error is closed, never reused.
+            const bool reconnect = worthReconnecting(status, *conn);
+            release(std::move(conn), false);
+            if (!reconnect) {
+                break;
+            }
+            conn = openSpare(deadline);
+            status.serverUp = conn != nullptr;
+            if (conn && sent > 0) {
+                release(std::move(conn), true);  // not for this request, which may have run
+                break;
+            }  // else none of it left: it goes once more, on the new connection
         }
-        counters_.writes.fetch_add(1, std::memory_order_relaxed);
-        ReplyPtr reply = conn->roundTrip(request, deadline, status);
-        // A connection that saw any transport, protocol or auth error is closed, never reused.
-        const bool reusable = reply != nullptr && !closesConnection(*reply);
-        release(std::move(conn), reusable);
-        return reply;
+        return nullptr;
     }
 
 private:
@@ -75,12 +90,6 @@ private:
     /// within the deadline) while fewer than `poolSize` are open.
     std::unique_ptr<RedisConnection> acquire(Deadline deadline, IoStatus& status) {
         std::unique_lock<std::mutex> lock(poolMutex_);
-        if (fork_.forked()) {
-            // A forked child: the parent's connections are never used here (closing our copy
-            // of a descriptor sends nothing), and those busy at the fork never come back.
-            idle_.clear();
-            open_ = 0;
-        }
         for (;;) {
             while (!idle_.empty()) {
                 auto c = std::move(idle_.back());
@@ -91,15 +100,7 @@ private:
                 --open_;  // closed by the server while idle (a restart): dropped unused
             }
             if (open_ < options_.poolSize) {
-                ++open_;
-                lock.unlock();
-                auto c = connect(deadline, status);
-                if (!c) {
-                    lock.lock();
-                    --open_;
-                    poolFree_.notify_one();
-                }
-                return c;
+                return open(lock, deadline, status);
             }
             if (poolFree_.wait_until(lock, deadline) == std::cv_status::timeout) {
                 status = {StoreError::kTimeout,
@@ -110,12 +111,35 @@ private:
         }
     }
 
+    /// A new connection in place of one that broke (`worthReconnecting`), if a place is free
+    /// at once; null when none is or it does not connect within the deadline.
+    std::unique_ptr<RedisConnection> openSpare(Deadline deadline) {
+        std::unique_lock<std::mutex> lock(poolMutex_);
+        if (open_ >= options_.poolSize) {
+            return nullptr;
+        }
+        IoStatus ignored;  // a failed reconnect leaves the original failure to count
+        return open(lock, deadline, ignored);
+    }
+
+    /// Takes a free place (`lock` held, `open_ < poolSize`) and connects into it, the lock
+    /// released meanwhile; null with `status` set when that fails (the place is free again).
+    std::unique_ptr<RedisConnection> open(std::unique_lock<std::mutex>& lock, Deadline deadline,
+                                          IoStatus& status) {
+        ++open_;
+        lock.unlock();
+        auto c = connect(deadline, status);
+        if (!c) {
+            lock.lock();
+            --open_;
+            poolFree_.notify_one();
+        }
+        return c;
+    }
+
     /// Returns a connection; one that saw any error is closed instead.
     void release(std::unique_ptr<RedisConnection> c, bool reusable) {
         std::unique_lock<std::mutex> lock(poolMutex_);
-        if (c->owner() != fork_.pid()) {
-            return;  // opened before a fork: dropped without use
-        }
         if (reusable) {
             c->idleFrom(std::chrono::steady_clock::now());
             idle_.push_back(std::move(c));
@@ -171,14 +195,13 @@ private:
         return true;
     }
 
-    const RedisStorageOptions& options_;  // the storage's, which outlives its pool
-    RedisAddress address_;
+    const RedisStorageOptions& options_;
+    const RedisAddress& address_;
     RedisPoolCounters& counters_;
     std::mutex poolMutex_;
     std::condition_variable poolFree_;
     std::vector<std::unique_ptr<RedisConnection>> idle_;  // guarded by poolMutex_
     std::size_t open_ = 0;                                // guarded by poolMutex_
-    ForkWatch fork_;                                      // guarded by poolMutex_
     std::unique_ptr<RedisPipeline> pipeline_;             // null without pipelining
 };
 

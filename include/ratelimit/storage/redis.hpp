@@ -20,6 +20,7 @@
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/checked_math.hpp>
 #include <ratelimit/detail/circuit_breaker.hpp>
+#include <ratelimit/detail/fork_watch.hpp>
 #include <ratelimit/detail/redis_connection.hpp>
 #include <ratelimit/detail/redis_pool.hpp>
 #include <ratelimit/detail/redis_script.hpp>
@@ -58,8 +59,9 @@ struct RedisShared;
 /// closed, never reused. After a failure a circuit breaker answers calls by the limiter's
 /// `FailurePolicy` at once, without I/O, and probes the server again after a backoff
 /// (doubling up to a maximum). `SIGPIPE` is never raised (writes use MSG_NOSIGNAL) and no
-/// signal state is touched. A child process after `fork()` never uses its parent's
-/// connections. Construction does no I/O (the address is resolved there).
+/// signal state is touched. A child process after `fork()` never touches its parent's
+/// connections, locks or breaker: its first call makes its own. Construction does no I/O (the
+/// address is resolved there).
 ///
 /// Thread safety: thread-safe; copies are handles sharing one pool and breaker.
 class RedisStorage {
@@ -133,22 +135,83 @@ inline std::vector<std::string> quotaArguments(const Quota& q) {
     return values;
 }
 
-/// What every copy of one `RedisStorage` handle shares: options, connections, breaker and
-/// counters.
-struct RedisShared {
-    RedisStorageOptions options;
-    RedisPoolCounters poolCounters;
+/// What one process uses to reach Redis: its connections and its circuit breaker. A process
+/// forked from the one that made it makes its own on its first call and leaves this one as the
+/// fork found it, never used and never freed: a thread of the parent may have held its locks,
+/// or queued requests on it, at the fork, and that thread does not exist in the child. Its
+/// sockets stay open, unused, in the child until it exits or execs (they are close-on-exec):
+/// closing them could close a file the child opened under a reused descriptor number.
+struct RedisLink {
+    /// `options`, `address` and `counters` are the storage's, which outlives its links.
+    RedisLink(const RedisStorageOptions& options, const RedisAddress& address,
+              RedisPoolCounters& counters)
+        : pool(options, address, counters),
+          breaker(options.breakerBackoff, options.breakerMaxBackoff, options.breakerClock) {}
+
+    ForkWatch fork;  // forked(): this process is a child of the one that made this link
     RedisPool pool;
     CircuitBreaker breaker;
+};
+
+/// This process's `RedisLink`, made anew by the first call in a forked child.
+/// Thread safety: thread-safe.
+class RedisLinks {
+public:
+    /// `options`, `address` and `counters` are the storage's, which outlives its links.
+    RedisLinks(const RedisStorageOptions& options, const RedisAddress& address,
+               RedisPoolCounters& counters)
+        : options_(options),
+          address_(address),
+          counters_(counters),
+          current_(std::make_unique<RedisLink>(options, address, counters).release()) {}
+    RedisLinks(const RedisLinks&) = delete;
+    RedisLinks& operator=(const RedisLinks&) = delete;
+    RedisLinks(RedisLinks&&) = delete;
+    RedisLinks& operator=(RedisLinks&&) = delete;
+    ~RedisLinks() {
+        RedisLink* const current = current_.load(std::memory_order_acquire);
+        if (!current->fork.forked()) {
+            const std::unique_ptr<RedisLink> own(current);
+        }  // else: a parent's, left as the fork found it (see RedisLink)
+    }
+
+    /// This process's link. The first call in a forked child makes the child's own, taking no
+    /// lock before it knows (a lock a parent's thread held at the fork is never released in the
+    /// child), so the call's one deadline still covers it.
+    RedisLink& current() {
+        RedisLink* current = current_.load(std::memory_order_acquire);
+        while (current->fork.forked()) {
+            auto own = std::make_unique<RedisLink>(options_, address_, counters_);
+            if (current_.compare_exchange_strong(current, own.get(), std::memory_order_acq_rel)) {
+                return *own.release();
+            }  // else another thread of this child made it first: `current` is now that one
+        }
+        return *current;
+    }
+
+private:
+    const RedisStorageOptions& options_;
+    const RedisAddress& address_;
+    RedisPoolCounters& counters_;
+    std::atomic<RedisLink*> current_;
+};
+
+/// What every copy of one `RedisStorage` handle shares: options, the resolved address, this
+/// process's link and the counters.
+struct RedisShared {
+    RedisStorageOptions options;
+    RedisAddress address;
+    RedisPoolCounters poolCounters;
+    RedisLinks links{options, address, poolCounters};
     std::atomic<std::uint64_t> requests{0};
     std::atomic<std::uint64_t> scriptResends{0};
     std::atomic<std::uint64_t> failures{0};
     std::atomic<std::uint64_t> shortCircuited{0};
+    std::array<std::atomic<std::uint64_t>, kStoreErrorKinds> failuresByKind{};
 
     explicit RedisShared(RedisStorageOptions opts)
         : options(std::move(opts)),
-          pool(options, poolCounters),
-          breaker(options.breakerBackoff, options.breakerMaxBackoff, options.breakerClock) {}
+          address(resolveRedisAddress(options.host, options.port, options.unixSocket)) {}
 
     /// The deadline of a call that starts now.
     [[nodiscard]] Deadline deadline() const {
@@ -161,6 +224,59 @@ struct RedisShared {
             options.onEvent(*event);
         }
     }
+};
+
+/// A limiter's fallback table (`FailurePolicy::kFallBackToMemory`), one per process: a forked
+/// child makes its own on its first degraded call and never touches its parent's, whose slots a
+/// parent's thread may have held locked at the fork (see RedisLink).
+template <RedisModel M>
+class RedisFallback {
+public:
+    RedisFallback(std::size_t maxKeys, LimiterOptions options, const Quota& quota,
+                  const RedisLink& link)
+        : maxKeys_(maxKeys),
+          options_(std::move(options)),
+          quota_(quota),
+          current_(make(link).release()) {}
+    RedisFallback(const RedisFallback&) = delete;
+    RedisFallback& operator=(const RedisFallback&) = delete;
+    RedisFallback(RedisFallback&&) = delete;
+    RedisFallback& operator=(RedisFallback&&) = delete;
+    ~RedisFallback() {
+        Made* const current = current_.load(std::memory_order_acquire);
+        if (!current->link->fork.forked()) {
+            const std::unique_ptr<Made> own(current);
+        }  // else: a parent's, left as the fork found it
+    }
+
+    /// The table of the process whose link is `link`.
+    MemoryStorage::Table<M>& of(const RedisLink& link) {
+        Made* current = current_.load(std::memory_order_acquire);
+        while (current->link != &link) {
+            auto own = make(link);
+            if (current_.compare_exchange_strong(current, own.get(), std::memory_order_acq_rel)) {
+                return own.release()->table;
+            }
+        }
+        return current->table;
+    }
+
+private:
+    struct Made {
+        const RedisLink* link;  // the link of the process that made it
+        MemoryStorage::Table<M> table;
+    };
+
+    [[nodiscard]] std::unique_ptr<Made> make(const RedisLink& link) const {
+        return std::make_unique<Made>(
+            Made{&link, MemoryStorage(MemoryStorage::Options{.maxKeys = maxKeys_})
+                            .template table<M>(options_, quota_)});
+    }
+
+    std::size_t maxKeys_;
+    LimiterOptions options_;
+    Quota quota_;
+    std::atomic<Made*> current_;
 };
 
 }  // namespace detail
@@ -181,7 +297,8 @@ public:
           quota_(quota),
           policy_(options.failurePolicy),
           quotaArguments_(detail::quotaArguments(quota)),
-          fallback_(std::make_shared<Fallback>(shared_->options.fallbackMaxKeys, options, quota)) {}
+          fallback_(std::make_shared<detail::RedisFallback<M>>(
+              shared_->options.fallbackMaxKeys, options, quota, shared_->links.current())) {}
 
     /// One check at the time `now` gives (µs ticks of the limiter's clock), read just before
     /// the request is sent.
@@ -202,14 +319,15 @@ public:
 
     /// Deletes the key's state in Redis (and in the fallback table).
     void reset(std::string_view key) const {
-        fallback_->table.reset(key);
+        detail::RedisLink& link = shared_->links.current();
+        fallback_->of(link).reset(key);
         std::string request;
         detail::appendCommand(request, {"DEL", redisKey(key)});
-        if (!shared_->breaker.admit().proceed) {
+        if (!link.breaker.admit().proceed) {
             return;  // no I/O during an outage; the key expires on its own
         }
         detail::IoStatus status;
-        shared_->pool.exchange(request, shared_->deadline(), status);
+        link.pool.exchange(request, shared_->deadline(), status);
     }
 
     /// The Redis key holding `key`'s state, `<keyPrefix>:<name>:<model>:v<kStateVersion>{<length>:
@@ -230,45 +348,37 @@ public:
     [[nodiscard]] const std::string& scriptSha() const noexcept { return sha_; }
 
 private:
-    struct Fallback {
-        Fallback(std::size_t maxKeys, const LimiterOptions& options, const Quota& quota)
-            : table(MemoryStorage(MemoryStorage::Options{.maxKeys = maxKeys})
-                        .template table<M>(options, quota)) {}
-        MemoryStorage::Table<M> table;
-    };
-
     [[nodiscard]] Decision call(std::string_view key, const std::string& now, Tick phase,
                                 std::int64_t cost, StepMode mode, Tick fallbackNow) const {
-        const auto admission = shared_->breaker.admit();
+        detail::RedisLink& link = shared_->links.current();
+        const auto admission = link.breaker.admit();
         if (!admission.proceed) {
             shared_->shortCircuited.fetch_add(1, std::memory_order_relaxed);
-            return degrade({StoreError::kCircuitOpen, "the circuit breaker is open"}, key, cost,
-                           mode, fallbackNow, admission.wait);
+            return degrade(link, {StoreError::kCircuitOpen, "the circuit breaker is open"}, key,
+                           cost, mode, fallbackNow, admission.wait);
         }
         const detail::ScriptCall script{now, cost, mode == StepMode::kConsume, phase};
         detail::IoStatus status;
-        const std::optional<Decision> answer = run(key, script, shared_->deadline(), status);
+        const std::optional<Decision> answer = run(link, key, script, shared_->deadline(), status);
         if (answer) {
-            shared_->report(shared_->breaker.succeeded(admission));
+            shared_->report(link.breaker.succeeded(admission));
             return *answer;
         }
-        if (detail::tripsBreaker(status.error)) {
-            shared_->report(shared_->breaker.failed(admission, status.error, status.message));
-        } else {
-            // It answered: the link is fine.
-            shared_->report(shared_->breaker.succeeded(admission));
-        }
-        return degrade(status, key, cost, mode, fallbackNow, shared_->breaker.untilProbe());
+        shared_->report(
+            link.breaker.failed(admission, status.error, status.message, detail::outage(status)));
+        return degrade(link, status, key, cost, mode, fallbackNow, link.breaker.untilProbe());
     }
 
-    std::optional<Decision> run(std::string_view key, const detail::ScriptCall& script,
-                                detail::Deadline deadline, detail::IoStatus& status) const {
+    std::optional<Decision> run(detail::RedisLink& link, std::string_view key,
+                                const detail::ScriptCall& script, detail::Deadline deadline,
+                                detail::IoStatus& status) const {
         const std::string redisKeyName = redisKey(key);
-        detail::ReplyPtr reply = send("EVALSHA", sha_, redisKeyName, script, deadline, status);
+        detail::ReplyPtr reply =
+            send(link, "EVALSHA", sha_, redisKeyName, script, deadline, status);
         if (reply && isNoScript(*reply)) {
             // The script did not run (restart, failover, SCRIPT FLUSH): the one resend allowed.
             shared_->scriptResends.fetch_add(1, std::memory_order_relaxed);
-            reply = send("EVAL", script_, redisKeyName, script, deadline, status);
+            reply = send(link, "EVAL", script_, redisKeyName, script, deadline, status);
         }
         if (!reply) {
             return std::nullopt;
@@ -276,14 +386,15 @@ private:
         return parse(*reply, status);
     }
 
-    detail::ReplyPtr send(std::string_view verb, std::string_view scriptOrSha,
-                          std::string_view redisKeyName, const detail::ScriptCall& script,
-                          detail::Deadline deadline, detail::IoStatus& status) const {
+    detail::ReplyPtr send(detail::RedisLink& link, std::string_view verb,
+                          std::string_view scriptOrSha, std::string_view redisKeyName,
+                          const detail::ScriptCall& script, detail::Deadline deadline,
+                          detail::IoStatus& status) const {
         std::string request;
         detail::appendScriptRequest(request, verb, scriptOrSha, redisKeyName, script,
                                     quotaArguments_);
         shared_->requests.fetch_add(1, std::memory_order_relaxed);
-        return shared_->pool.exchange(request, deadline, status);
+        return link.pool.exchange(request, deadline, status);
     }
 
     static bool isNoScript(const redisReply& reply) {
@@ -322,10 +433,12 @@ private:
     }
 
     /// The declared failure policy's answer; every one is marked degraded.
-    [[nodiscard]] Decision degrade(const detail::IoStatus& status, std::string_view key,
-                                   std::int64_t cost, StepMode mode, Tick now,
+    [[nodiscard]] Decision degrade(const detail::RedisLink& link, const detail::IoStatus& status,
+                                   std::string_view key, std::int64_t cost, StepMode mode, Tick now,
                                    std::chrono::nanoseconds untilProbe) const {
         shared_->failures.fetch_add(1, std::memory_order_relaxed);
+        shared_->failuresByKind[static_cast<std::size_t>(status.error)].fetch_add(
+            1, std::memory_order_relaxed);
         const std::int64_t limit = quota_.capacity;
         const auto fixed = [now] { return now; };
         Decision d;
@@ -333,7 +446,7 @@ private:
             case FailurePolicy::kThrow:
                 throw StoreException(status.error, status.message);
             case FailurePolicy::kFallBackToMemory:
-                d = fallback_->table.step(key, detail::TickSource(fixed), cost, mode);
+                d = fallback_->of(link).step(key, detail::TickSource(fixed), cost, mode);
                 break;
             case FailurePolicy::kFailOpen:
                 d.allowed = cost <= limit;
@@ -359,7 +472,7 @@ private:
     Quota quota_;
     FailurePolicy policy_;
     std::vector<std::string> quotaArguments_;
-    std::shared_ptr<Fallback> fallback_;
+    std::shared_ptr<detail::RedisFallback<M>> fallback_;
 };
 
 inline RedisStorage::RedisStorage(Options options) {
@@ -432,6 +545,9 @@ inline RedisStats RedisStorage::stats() const {
     s.failures = shared_->failures.load(std::memory_order_relaxed);
     s.shortCircuited = shared_->shortCircuited.load(std::memory_order_relaxed);
     s.writes = shared_->poolCounters.writes.load(std::memory_order_relaxed);
+    for (std::size_t kind = 0; kind < kStoreErrorKinds; ++kind) {
+        s.failuresByKind[kind] = shared_->failuresByKind[kind].load(std::memory_order_relaxed);
+    }
     return s;
 }
 
