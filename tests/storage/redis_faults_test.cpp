@@ -1010,8 +1010,10 @@ TEST_CASE("Redis faults: at maxmemory refusals still answer from Redis, admissio
         INFO(describe(d));
         REQUIRE((!d.degraded && d.allowed));
     }
-    const Decision refused = open.tryAcquire("hot", 1);
+    // Taken before the call: the server's time between the two scripts below is then within
+    // the local time measured around both, however long the replies took.
     const auto refusedAt = SteadyTime::now();
+    const Decision refused = open.tryAcquire("hot", 1);
     INFO("before the fill " << describe(refused));
     REQUIRE((!refused.degraded && !refused.allowed));
     REQUIRE(refused.retryAfter > 1000s);  // 20 minutes per token
