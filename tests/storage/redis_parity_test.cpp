@@ -214,6 +214,16 @@ public:
                 ++counts_.resets;
             }
 
+            // A late call (at most the late-call tolerance before the key's last write) is
+            // answered at that write: its resetAfter counts from its own time, the TTL from
+            // the write.
+            const std::int64_t lateUs =
+                hasKey && t < lastWrite &&
+                        lastWrite - t <= std::chrono::duration_cast<std::chrono::microseconds>(
+                                             options.lateCallTolerance)
+                                             .count()
+                    ? lastWrite - t
+                    : 0;
             const Decision m = consume ? memory->tryAcquire(key, cost) : memory->peek(key, cost);
             const auto started = std::chrono::steady_clock::now();
             const Decision d = consume ? redis->tryAcquire(key, cost) : redis->peek(key, cost);
@@ -233,7 +243,9 @@ public:
                 if (!consume || cost == 0) {
                     FAIL(context.str() << ": a peek wrote the key (PTTL " << pttl << ")");
                 }
-                const std::int64_t ttl = ceilMs(d.resetAfter) + 1;
+                const std::int64_t ttl = ceilMs(d.resetAfter - std::chrono::microseconds{lateUs} +
+                                                options.lateCallTolerance) +
+                                         1;
                 // A fixed window shifted by a clock step is kept up to the next aligned edge,
                 // less than a period more (ratelimit::FixedWindowModel::isFresh).
                 const std::int64_t extraMs = std::is_same_v<Model, ratelimit::FixedWindowModel>
@@ -245,7 +257,7 @@ public:
                                        << "ms, " << elapsedMs << "ms elapsed)");
                 }
                 hasKey = true;
-                lastWrite = t;
+                lastWrite = t + lateUs;
                 expiry = t + d.resetAfter.count() / 1000;
                 ++counts_.writes;
             } else if (pttl == -1) {

@@ -486,6 +486,13 @@ private:
         return hasFresh(x, hint) || hasFresh(y, hint);
     }
 
+    /// An entry another key may take, or a sweep drop, at `now`: fresh even for a call up to
+    /// the late-call tolerance earlier. A call that late is answered at its key's last write
+    /// (docs/semantics.md, "Late calls"); had the entry gone, it would meet a fresh key.
+    [[nodiscard]] bool reclaimable(const typename M::State& state, Tick now) const noexcept {
+        return M::isFresh(state, quota_, satSub(now, quota_.lateTolerance));
+    }
+
     RATELIMIT_COLD bool hasFresh(Group& g, Tick hint) RATELIMIT_REQUIRES(g.insertLock) {
         for (std::size_t i = 0; i < kGroupSlots; ++i) {
             if (tagAt(g, i) == 0) {
@@ -493,7 +500,7 @@ private:
             }
             SlotGuard guard(g.slots[i].lock);
             probe_.slotLocked(true);
-            if (M::isFresh(g.slots[i].state, quota_, hint)) {
+            if (reclaimable(g.slots[i].state, hint)) {
                 return true;
             }
         }
@@ -599,7 +606,7 @@ private:
             Slot& s = g.slots[i];
             SlotGuard guard(s.lock);
             probe_.slotLocked(true);
-            if (M::isFresh(s.state, quota_, hint)) {
+            if (reclaimable(s.state, hint)) {
                 out = assignAndRun(g, i, s, k, r);
                 return true;
             }
@@ -636,7 +643,7 @@ private:
                 continue;
             }
             probe_.slotLocked(true);
-            if (M::isFresh(s.state, quota_, now)) {
+            if (reclaimable(s.state, now)) {
                 s.state = typename M::State{};
                 setTag(*g, i, 0);
                 tracked_.fetch_sub(1, std::memory_order_relaxed);

@@ -88,13 +88,13 @@ consteval std::size_t callArgument(std::string_view name) {
 /// after the call's). It loads the key's state (a missing or unreadable one is fresh), applies
 /// the step under the late-call rule of `detail::applyStep`, and stores the state the step
 /// wrote, with a TTL that outlives it: `keep` ticks (the model's, or the decision's reset)
-/// rounded up to 1 ms, plus 1 ms. That millisecond is not slack: Redis counts a relative
-/// PEXPIRE from its cached command time, a whole millisecond that can already be in the past,
-/// and deletes a key at once when that base plus the TTL is not after the live clock
-/// (redis-server 7.0.15). A refusal's rebase is stored with `pcall`, so that at `maxmemory`
-/// (where `HSET` is denied) refusals still answer; an admission that cannot be stored fails
-/// the script instead of admitting for free.
-/// Returns {allowed 1/0, limit, remaining, retry µs (-1 = never), reset µs}.
+/// plus the late-call tolerance, rounded up to 1 ms, plus 1 ms. That millisecond is not slack:
+/// Redis counts a relative PEXPIRE from its cached command time, a whole millisecond that can
+/// already be in the past, and deletes a key at once when that base plus the TTL is not after the
+/// live clock (redis-server 7.0.15). A refusal's rebase is stored with `pcall`, so that at
+/// `maxmemory` (where `HSET` is denied) refusals still answer; an admission that cannot be stored
+/// fails the script instead of admitting for free. Returns {allowed 1/0, limit, remaining, retry µs
+/// (-1 = never), reset µs}.
 inline constexpr std::string_view kLuaMain = R"lua(
 local function argument(i, name)
   local v = tonumber(ARGV[i])
@@ -183,7 +183,9 @@ if last ~= nil and now < last and last - now <= q.lateTolerance then
 end
 local d, written = model.step(state, q, now, cost)
 if consume and cost > 0 and written then
-  local keep = model.keep(written, q, d.reset)
+  -- Kept for the late-call tolerance longer: a call that late must find the state, not a
+  -- fresh key.
+  local keep = model.keep(written, q, d.reset) + q.lateTolerance
   if d.allowed then
     store(KEYS[1], written, keep)
   else
