@@ -2,7 +2,7 @@
 // late-call tolerance of 0, of 50 ms and the default (docs/semantics.md, "Late calls"), against
 // the exact bound over the span of those times. Not part of the build; run it by hand:
 //
-//   g++ -std=c++20 -O2 -pthread -Iinclude bench/late_calls.cpp -o /tmp/late_calls
+//   g++ -std=c++20 -O2 -pthread -Iinclude -Itests bench/late_calls.cpp -o /tmp/late_calls
 //   /tmp/late_calls
 //
 // Each row runs 1.5 s of wall time, limit 2,000 per second.
@@ -13,26 +13,15 @@
 #include <cstdio>
 #include <optional>
 #include <thread>
-#include <type_traits>
 #include <vector>
 
 #include <ratelimit/ratelimit.hpp>
 
+#include "support/limiters.hpp"  // admissionBound, the bound the tests hold limiters to
+
 namespace {
 
 using namespace std::chrono_literals;
-
-template <class Model>
-std::int64_t exactBound(const ratelimit::Limit& limit, std::int64_t start, std::int64_t end) {
-    const std::int64_t period = limit.period.count();
-    if (Model::kBucket) {
-        return limit.burst + (end - start) * limit.count / period;
-    }
-    if (std::is_same_v<Model, ratelimit::SlidingLogModel>) {
-        return limit.count * ((end - start) / period + 1);
-    }
-    return limit.count * (end / period - start / period + 1);
-}
 
 template <class Model>
 void row(std::optional<std::chrono::nanoseconds> tolerance) {
@@ -60,8 +49,8 @@ void row(std::optional<std::chrono::nanoseconds> tolerance) {
     for (std::thread& t : threads) {
         t.join();
     }
-    const std::int64_t bound = exactBound<Model>(limit, start.time_since_epoch().count(),
-                                                 clock.now().time_since_epoch().count());
+    const std::int64_t bound = ratelimit_test::admissionBound<Model>(
+        limit, start.time_since_epoch().count(), clock.now().time_since_epoch().count());
     std::printf("%-16s %-8s %8lld %8lld\n", Model::kName.data(),
                 tolerance ? (tolerance->count() == 0 ? "0" : "50ms") : "default",
                 static_cast<long long>(admitted.load()), static_cast<long long>(bound));
