@@ -29,9 +29,12 @@
 #include <ratelimit/http/problem.hpp>
 #include <ratelimit/http/routes.hpp>
 
+#include "support/forwarded_junk.hpp"
+
 namespace {
 
 namespace http = ratelimit::http;
+using ratelimit_test::withJunkOnTheLeft;
 
 void check(bool condition) {
     if (!condition) {
@@ -124,26 +127,6 @@ std::string clientHop(http::ForwardedHeader header, std::string_view text, bool 
     }
     return text.size() % 2 == 0 ? "for=\"x" + without(text, "\"\\\n") + "\""
                                 : "x;" + without(text, "\",\n");
-}
-
-/// The field lines of `junk` (split at '\n') followed by `suffix`: on the junk's last line
-/// after a comma (a proxy appending to the field), or on a line of its own.
-std::vector<std::string> withJunkOnTheLeft(std::string_view junk, const std::string& suffix,
-                                           bool ownLine) {
-    std::vector<std::string> lines{std::string()};
-    for (const char c : junk) {
-        if (c == '\n') {
-            lines.emplace_back();
-        } else {
-            lines.back().push_back(c);
-        }
-    }
-    if (ownLine) {
-        lines.push_back(suffix);
-    } else {
-        lines.back().append(", ").append(suffix);
-    }
-    return lines;
 }
 
 std::string keyOf(const http::ClientIdentity& id, const std::vector<std::string>& lines) {

@@ -14,6 +14,7 @@
 #include <ratelimit/http/client_key.hpp>
 
 #include "support/catch.hpp"
+#include "support/forwarded_junk.hpp"
 
 namespace {
 
@@ -23,6 +24,7 @@ using ratelimit::http::ClientKey;
 using ratelimit::http::ForwardedHeader;
 using ratelimit::http::IpAddress;
 using ratelimit::http::parseNodeAddress;
+using ratelimit_test::withJunkOnTheLeft;
 
 ClientIdentity behindProxies(ForwardedHeader header) {
     ClientIdentityOptions o;
@@ -260,26 +262,6 @@ std::string randomJunk(std::mt19937_64& random) {
         }
     }
     return junk;
-}
-
-/// `junk` as the field lines a client sent, followed by `suffix`: on the client's last line
-/// after a comma (a proxy appending to the field), or on a line of its own.
-std::vector<std::string> withJunkOnTheLeft(const std::string& junk, const std::string& suffix,
-                                           bool ownLine) {
-    std::vector<std::string> lines{std::string()};
-    for (const char c : junk) {
-        if (c == '\n') {
-            lines.emplace_back();
-        } else {
-            lines.back().push_back(c);
-        }
-    }
-    if (ownLine) {
-        lines.push_back(suffix);
-    } else {
-        lines.back().append(", ").append(suffix);
-    }
-    return lines;
 }
 
 std::string keyOfLines(const ClientIdentity& id, const std::vector<std::string>& lines) {
