@@ -125,8 +125,10 @@ private:
                                           detail::Decimal(options.lateCallTolerance.count()),
                                           "ns)"});
         }
-        return Quota::make<Model>(limit, kNanosPerTick, options.maxRunsPerKey,
-                                  options.lateCallTolerance.count() / kNanosPerTick);
+        Quota quota = Quota::make<Model>(limit, kNanosPerTick, options.maxRunsPerKey,
+                                         options.lateCallTolerance.count() / kNanosPerTick);
+        quota.keyTimeSpread = phased(options) ? quota.period : 0;
+        return quota;
     }
 
     static void checkCost(std::int64_t cost) {
@@ -160,14 +162,17 @@ private:
         return detail::floorDiv(sinceEpoch, kNanosPerTick);
     }
 
+    /// Whether each key's windows are shifted by a phase of its own (windows only: a bucket
+    /// has none to shift).
+    static bool phased(const Options& options) noexcept {
+        return !Model::kBucket && options.spreadWindowResets;
+    }
+
     /// The key's window phase in ticks: a fixed (unseeded) hash, so every host and every
     /// restart agrees on it. A whole number of microseconds whatever the tick, so memory and
     /// Redis (whole microseconds) shift a key's windows by exactly the same time.
     [[nodiscard]] Tick phaseOf(std::string_view key) const noexcept {
-        if constexpr (Model::kBucket) {
-            return 0;
-        }
-        if (!options_.spreadWindowResets) {
+        if (!phased(options_)) {
             return 0;
         }
         const detail::Digest128 d =

@@ -32,8 +32,11 @@ struct Quota {
     std::int64_t capacityUnits = 1;   ///< burst * unitsPerToken (< 2^62 once accepted)
     std::int64_t maxRunsPerKey = 64;  ///< sliding log only
     Tick lateTolerance = 0;           ///< ticks; see `LimiterOptions::lateCallTolerance`
-    detail::Divisor perToken;         ///< divides by `unitsPerToken` without a divide
-    detail::Divisor perTick;          ///< divides by `unitsPerTick` without a divide
+    /// Ticks by which two keys' times may differ: below a period when each key's windows are
+    /// shifted by its own phase (`LimiterOptions::spreadWindowResets`), else 0.
+    Tick keyTimeSpread = 0;
+    detail::Divisor perToken;  ///< divides by `unitsPerToken` without a divide
+    detail::Divisor perTick;   ///< divides by `unitsPerTick` without a divide
 
     /// Compiles `limit` for the model `M` and a clock whose tick is `nanosPerTick` nanoseconds.
     /// Throws: `std::invalid_argument` when the period is not a whole number of ticks.

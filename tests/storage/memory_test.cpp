@@ -482,6 +482,54 @@ TEMPLATE_TEST_CASE("MemoryStorage: fresh entries are reused by new keys",
     CHECK(drain(limiter, "r0-k0", 100) == capacityOf<TestType>(limit));
 }
 
+TEMPLATE_TEST_CASE(
+    "MemoryStorage: with spread window resets, new keys never take the entry of a "
+    "key whose window is still open",
+    "[memory_storage][memory]", ratelimit::FixedWindowModel, ratelimit::SlidingLogModel,
+    ratelimit::SlidingCounterModel) {
+    // Each key's time is the clock's less its phase (up to a period), so a new key's time runs
+    // up to a period ahead of another key's. docs/semantics.md, Memory storage: an entry is
+    // taken only once it is fresh for its own key, whatever the phases.
+    const Limit limit = Limit::perMinute(1);
+    const ratelimit::LimiterOptions spread{.spreadWindowResets = true};
+    // A key's phase: at the epoch its window has exactly that long left.
+    const auto phase = [&](const std::string& key) {
+        ManualClock epoch;
+        MemoryLimiter<ratelimit::FixedWindowModel> probe{limit, MemoryStorage{}, epoch, spread};
+        return probe.tryAcquire(key).resetAfter;
+    };
+    std::string late;  // a key whose windows start late in the clock's minute
+    for (int i = 0; late.empty(); ++i) {
+        if (const std::string key = "late-" + std::to_string(i); phase(key) > 55s) {
+            late = key;
+        }
+    }
+    std::vector<std::string> early;  // keys whose windows start early in it
+    for (int i = 0; early.size() < 64; ++i) {
+        if (std::string key = "early-" + std::to_string(i); phase(key) < 5s) {
+            early.push_back(std::move(key));
+        }
+    }
+
+    ManualClock clock;
+    clock.set(1h + phase(late));  // `late`'s window (and the log's entry) starts now
+    MemoryStorage storage{{.maxKeys = 12, .seed = 3}};
+    MemoryLimiter<TestType> limiter{limit, storage, clock, spread};
+    REQUIRE(limiter.tryAcquire(late).allowed);
+    // Still refused for its own key: within the window, or (sliding counter) while the previous
+    // window still weighs.
+    const bool twoWindows = std::is_same_v<TestType, ratelimit::SlidingCounterModel>;
+    clock.advance(twoWindows ? 100s : 50s);
+    REQUIRE_FALSE(limiter.peek(late).allowed);
+    for (const std::string& key : early) {
+        (void)limiter.tryAcquire(key);
+    }
+    const ratelimit::Decision d = limiter.tryAcquire(late);
+    CAPTURE(storage.stats().spilledCalls);
+    CHECK_FALSE(d.allowed);
+    CHECK(d.retryAfter > 0s);
+}
+
 TEST_CASE("MemoryStorage: peeks and zero costs take no entry", "[memory_storage][memory]") {
     ManualClock clock;
     MemoryStorage storage{{.maxKeys = 16}};
@@ -705,6 +753,17 @@ TEST_CASE("MemoryStorage: limiters share a storage by name, model and limit",
                           std::invalid_argument);
         REQUIRE_THROWS_WITH(Bucket(Limit::perMinute(3), storage, clock, {.name = "api"}),
                             Contains("api"));
+        REQUIRE_THROWS_WITH(Bucket(limit, storage, clock, {.name = "api", .lateCallTolerance = 2s}),
+                            Contains("another limit or options"));
+        // The existing limiter is untouched.
+        CHECK(drain(first, "k", 10) == 2);
+    }
+    SECTION("same name and window model with spread resets on in one only: rejected") {
+        using Window = MemoryLimiter<ratelimit::FixedWindowModel>;
+        const Window plain{limit, storage, clock, {.name = "w"}};
+        REQUIRE_THROWS_WITH(
+            Window(limit, storage, clock, {.name = "w", .spreadWindowResets = true}),
+            Contains("another limit or options"));
         // The existing limiter is untouched.
         CHECK(drain(first, "k", 10) == 2);
     }

@@ -187,6 +187,7 @@ public:
         : keyspace_(std::move(keyspace)),
           name_(std::move(name)),
           quota_(quota),
+          reclaimLag_(satAdd(quota.lateTolerance, quota.keyTimeSpread)),
           groupCount_((keyspace_->options.maxKeys + kKeysPerGroup - 1) / kKeysPerGroup),
           groups_(makeHeapArray<std::atomic<Group*>>(groupCount_)),
           spill_(makeHeapArray<Slot>(keyspace_->options.spillEntries)) {}
@@ -486,11 +487,13 @@ private:
         return hasFresh(x, hint) || hasFresh(y, hint);
     }
 
-    /// An entry another key may take, or a sweep drop, at `now`: fresh even for a call up to
-    /// the late-call tolerance earlier. A call that late is answered at its key's last write
-    /// (docs/semantics.md, "Late calls"); had the entry gone, it would meet a fresh key.
+    /// An entry another key may take, or a sweep drop, at `now` (the calling key's time):
+    /// fresh even at the earliest time its own key may call at. That key's time may be behind
+    /// the caller's by the keys' time spread (their window phases), and a call may be late by
+    /// the late-call tolerance, which is answered at its key's last write (docs/semantics.md,
+    /// "Late calls"); had the entry gone, either would meet a fresh key.
     [[nodiscard]] bool reclaimable(const typename M::State& state, Tick now) const noexcept {
-        return M::isFresh(state, quota_, satSub(now, quota_.lateTolerance));
+        return M::isFresh(state, quota_, satSub(now, reclaimLag_));
     }
 
     RATELIMIT_COLD bool hasFresh(Group& g, Tick hint) RATELIMIT_REQUIRES(g.insertLock) {
@@ -691,6 +694,7 @@ private:
     std::shared_ptr<MemoryKeyspace> keyspace_;
     std::string name_;
     Quota quota_;
+    Tick reclaimLag_;  ///< how far before a caller's time an entry must already be fresh
     std::size_t groupCount_;
     HeapArray<std::atomic<Group*>> groups_;
     HeapArray<Slot> spill_;

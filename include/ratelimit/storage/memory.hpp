@@ -159,11 +159,14 @@ MemoryStorage::Table<M> MemoryStorage::table(const LimiterOptions& options,
     const detail::SlotGuard lock(shared_->registryLock);
     if (const auto existing = shared_->find(options.name, M::kName)) {
         const Quota& q = existing->quota();
+        // Keys' times and how long entries stay must agree too, or one limiter would read
+        // the other's entries on another timeline.
         if (q.count != quota.count || q.burst != quota.burst || q.period != quota.period ||
-            q.nanosPerTick != quota.nanosPerTick || q.maxRunsPerKey != quota.maxRunsPerKey) {
+            q.nanosPerTick != quota.nanosPerTick || q.maxRunsPerKey != quota.maxRunsPerKey ||
+            q.lateTolerance != quota.lateTolerance || q.keyTimeSpread != quota.keyTimeSpread) {
             detail::throwInvalidArgument({"a ", M::kName, " limiter named \"", options.name,
-                                          "\" already uses this storage with another limit; ",
-                                          "give each limiter its own name"});
+                                          "\" already uses this storage with another limit or ",
+                                          "options; give each limiter its own name"});
         }
         return Table<M>(std::static_pointer_cast<detail::MemoryTable<M>>(existing));
     }
