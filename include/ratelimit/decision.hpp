@@ -1,8 +1,9 @@
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <ratio>
+
+#include <ratelimit/detail/chrono.hpp>
 
 namespace ratelimit {
 inline namespace v1 {

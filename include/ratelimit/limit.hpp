@@ -1,6 +1,5 @@
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <ratio>
 #include <string>
@@ -9,6 +8,7 @@
 
 #include <ratelimit/detail/ascii.hpp>
 #include <ratelimit/detail/checked_math.hpp>
+#include <ratelimit/detail/chrono.hpp>
 #include <ratelimit/detail/throw.hpp>
 
 namespace ratelimit {

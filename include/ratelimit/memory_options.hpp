@@ -2,8 +2,9 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <string_view>
+
+#include <ratelimit/detail/function.hpp>
 
 namespace ratelimit {
 inline namespace v1 {

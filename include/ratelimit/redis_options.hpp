@@ -1,12 +1,12 @@
 #pragma once
 
 #include <array>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <string>
 
+#include <ratelimit/detail/chrono.hpp>
+#include <ratelimit/detail/function.hpp>
 #include <ratelimit/store_error.hpp>
 
 namespace ratelimit {

@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
 
+#include <ratelimit/detail/chrono.hpp>
+#include <ratelimit/detail/function.hpp>
 #include <ratelimit/store_error.hpp>
 
 namespace ratelimit {

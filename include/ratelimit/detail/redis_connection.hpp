@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <array>
 #include <cerrno>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -23,6 +22,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include <ratelimit/detail/chrono.hpp>
 #include <ratelimit/store_error.hpp>
 
 namespace ratelimit {

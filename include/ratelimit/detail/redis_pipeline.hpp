@@ -3,11 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -15,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include <ratelimit/detail/chrono.hpp>
+#include <ratelimit/detail/function.hpp>
 #include <ratelimit/detail/redis_connection.hpp>
 #include <ratelimit/store_error.hpp>
 

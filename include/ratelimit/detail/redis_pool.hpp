@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -16,6 +15,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include <ratelimit/detail/chrono.hpp>
 #include <ratelimit/detail/redis_connection.hpp>
 #include <ratelimit/detail/redis_pipeline.hpp>
 #include <ratelimit/detail/throw.hpp>

@@ -4,11 +4,11 @@
 // the models: they build their decisions here, and the storages' internals apply their steps
 // through `applyStep`.
 
-#include <chrono>
 #include <cstdint>
 
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/checked_math.hpp>
+#include <ratelimit/detail/chrono.hpp>
 #include <ratelimit/detail/inline.hpp>
 #include <ratelimit/quota.hpp>
 

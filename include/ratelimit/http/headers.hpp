@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -14,6 +13,7 @@
 
 #include <ratelimit/algorithms/algorithm.hpp>
 #include <ratelimit/decision.hpp>
+#include <ratelimit/detail/chrono.hpp>
 #include <ratelimit/detail/http_fields.hpp>
 #include <ratelimit/detail/siphash.hpp>
 #include <ratelimit/detail/throw.hpp>

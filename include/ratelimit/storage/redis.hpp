@@ -2,7 +2,6 @@
 
 #include <array>
 #include <atomic>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -19,6 +18,7 @@
 #include <ratelimit/clock.hpp>
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/checked_math.hpp>
+#include <ratelimit/detail/chrono.hpp>
 #include <ratelimit/detail/circuit_breaker.hpp>
 #include <ratelimit/detail/fork_watch.hpp>
 #include <ratelimit/detail/redis_connection.hpp>
