@@ -1,11 +1,12 @@
 #pragma once
 
 #include <atomic>
-#include <chrono>
 #include <concepts>
 #include <cstdint>
-#include <memory>
 #include <ratio>
+
+#include <ratelimit/detail/chrono.hpp>
+#include <ratelimit/detail/ref_counted.hpp>
 
 namespace ratelimit {
 inline namespace v1 {
@@ -102,25 +103,31 @@ class ManualClock : public detail::ClockTypes<ManualClock, std::chrono::nanoseco
 public:
     static constexpr bool is_steady = false;
 
-    ManualClock() : ticks_(std::make_shared<std::atomic<rep>>(0)) {}
+    ManualClock() : ticks_(detail::Ref<Ticks>::make()) {}
 
     [[nodiscard]] time_point now() const noexcept {
-        return time_point{duration{ticks_->load(std::memory_order_acquire)}};
+        return time_point{duration{ticks_->value.load(std::memory_order_acquire)}};
     }
 
     /// Moves the time by `d` (negative steps backwards).
-    void advance(duration d) noexcept { ticks_->fetch_add(d.count(), std::memory_order_acq_rel); }
+    void advance(duration d) noexcept {
+        ticks_->value.fetch_add(d.count(), std::memory_order_acq_rel);
+    }
 
     /// Sets the time to `t`.
     void set(time_point t) noexcept {
-        ticks_->store(t.time_since_epoch().count(), std::memory_order_release);
+        ticks_->value.store(t.time_since_epoch().count(), std::memory_order_release);
     }
 
     /// Sets the time to `sinceZero` after the clock's zero.
     void set(duration sinceZero) noexcept { set(time_point{sinceZero}); }
 
 private:
-    std::shared_ptr<std::atomic<rep>> ticks_;
+    struct Ticks final : detail::RefCounted {
+        std::atomic<rep> value{0};
+    };
+
+    detail::Ref<Ticks> ticks_;
 };
 
 /// Redis server time: the store's script reads `TIME`, so hosts sharing a limit need no clock

@@ -624,7 +624,7 @@ TEST_CASE("MemoryStorage: at 90 % load a lookup locks another key's slot at most
 
     const MemoryStorage::Options options{.maxKeys = kMaxKeys, .seed = 1};
     ratelimit::detail::MemoryTable<Model, SlotLockCount> table(
-        std::make_shared<ratelimit::detail::MemoryKeyspace>(
+        ratelimit::detail::Ref<ratelimit::detail::MemoryKeyspace>::make(
             options, ratelimit::detail::hashSeeds(options.seed)),
         "probed", ratelimit::Quota::make<Model>(Limit::perMinute(1000), 1, 64));
     const auto zero = [] { return ratelimit::Tick{0}; };

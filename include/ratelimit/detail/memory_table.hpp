@@ -8,12 +8,10 @@
 #include <array>
 #include <atomic>
 #include <bit>
-#include <chrono>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <memory>
 #include <string>
 #include <string_view>
 #include <unistd.h>
@@ -21,7 +19,9 @@
 
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/checked_math.hpp>
+#include <ratelimit/detail/chrono.hpp>
 #include <ratelimit/detail/inline.hpp>
+#include <ratelimit/detail/ref_counted.hpp>
 #include <ratelimit/detail/short_key_hash.hpp>
 #include <ratelimit/detail/siphash.hpp>
 #include <ratelimit/detail/slot_lock.hpp>
@@ -67,41 +67,117 @@ inline HashSeeds hashSeeds(std::uint64_t seed) {
     return seeds;
 }
 
-/// What the tables of one storage share: its options, its hashes and its hook.
-struct MemoryKeyspace {
-    MemoryStorageOptions options;
-    ShortKeyHash shortKeyHasher;
-    SipHash128 longKeyHasher;
+class MemoryTableBase;
 
+/// What every handle of one `MemoryStorage` and each of its tables share: its options, its
+/// hashes, its hook, and the registry through which limiters of one name and model share a
+/// table. The last handle or table to go deletes it.
+/// Thread safety: thread-safe.
+class MemoryKeyspace final : public RefCounted {
+public:
     MemoryKeyspace(MemoryStorageOptions opts, const HashSeeds& seeds)
         : options(std::move(opts)),
           shortKeyHasher(seeds[0], seeds[1], seeds[2], seeds[3]),
           longKeyHasher(seeds[kShortKeySeedWords], seeds[kShortKeySeedWords + 1]) {}
+
+    const MemoryStorageOptions options;
+    const ShortKeyHash shortKeyHasher;
+    const SipHash128 longKeyHasher;
+    SlotLock registryLock;  // rarely taken: a limiter's construction, `stats()`, a table's end
+
+    /// The live table of `name` and `model`, retained for the caller, or null.
+    [[nodiscard]] MemoryTableBase* retainTable(std::string_view name, std::string_view model)
+        RATELIMIT_REQUIRES(registryLock);
+    /// Lists a new table, so later limiters of its name and model share it.
+    void add(MemoryTableBase& table) RATELIMIT_REQUIRES(registryLock);
+    /// Unlists a table: the first step of its destruction, so the registry never reaches a
+    /// table whose memory is going.
+    void remove(const MemoryTableBase& table) RATELIMIT_EXCLUDES(registryLock);
+    /// Adds up the counters of the listed tables.
+    void addStats(MemoryStats& stats) RATELIMIT_EXCLUDES(registryLock);
+
+private:
+    MemoryTableBase* tables_ RATELIMIT_GUARDED_BY(registryLock) = nullptr;  // a linked list
 };
 
 /// The type-erased face of a table, for the storage's registry and statistics (never on the
 /// step path).
-class MemoryTableBase {
+class MemoryTableBase : public RefCounted {
 public:
-    MemoryTableBase() = default;
+    MemoryTableBase(std::string name, std::string_view model)
+        : name_(std::move(name)), model_(model) {}
     MemoryTableBase(const MemoryTableBase&) = delete;
     MemoryTableBase& operator=(const MemoryTableBase&) = delete;
     MemoryTableBase(MemoryTableBase&&) = delete;
     MemoryTableBase& operator=(MemoryTableBase&&) = delete;
     virtual ~MemoryTableBase() = default;
+
     virtual void addStats(MemoryStats& stats) const = 0;
     [[nodiscard]] virtual const Quota& quota() const noexcept = 0;
+    /// The name of the limiters that use it.
+    [[nodiscard]] const std::string& name() const noexcept { return name_; }
+
+private:
+    friend class MemoryKeyspace;
+
+    std::string name_;
+    std::string_view model_;
+    MemoryTableBase* next_ = nullptr;  // in its keyspace's registry
 };
 
-/// A fixed-size array on the heap, sized at run time: a `std::vector` would add a capacity and
-/// a size that nothing uses. (`T[]` is what `std::unique_ptr` needs to own an array.)
-template <class T>
-using HeapArray = std::unique_ptr<T[]>;  // NOLINT(*-avoid-c-arrays): unique_ptr's array form
-
-template <class T>
-HeapArray<T> makeHeapArray(std::size_t size) {
-    return std::make_unique<T[]>(size);  // NOLINT(*-avoid-c-arrays): unique_ptr's array form
+inline MemoryTableBase* MemoryKeyspace::retainTable(std::string_view name, std::string_view model) {
+    for (MemoryTableBase* t = tables_; t != nullptr; t = t->next_) {
+        // A table whose last handle is gone is on its way out: a new one takes its place.
+        if (t->name_ == name && t->model_ == model && t->retainIfAlive()) {
+            return t;
+        }
+    }
+    return nullptr;
 }
+
+inline void MemoryKeyspace::add(MemoryTableBase& table) {
+    table.next_ = tables_;
+    tables_ = &table;
+}
+
+inline void MemoryKeyspace::remove(const MemoryTableBase& table) {
+    const SlotGuard lock(registryLock);
+    for (MemoryTableBase** link = &tables_; *link != nullptr; link = &(*link)->next_) {
+        if (*link == &table) {
+            *link = table.next_;
+            return;
+        }
+    }
+}
+
+inline void MemoryKeyspace::addStats(MemoryStats& stats) {
+    const SlotGuard lock(registryLock);
+    for (const MemoryTableBase* t = tables_; t != nullptr; t = t->next_) {
+        t->addStats(stats);
+    }
+}
+
+/// A fixed-size array on the heap, sized at run time: a `std::vector` would add a capacity and
+/// a size that nothing uses, and `std::unique_ptr<T[]>` the `<memory>` header.
+/// Thread safety: thread-compatible.
+template <class T>
+class HeapArray {
+public:
+    explicit HeapArray(std::size_t size)
+        : elements_(new T[size]{}) {}  // NOLINT(cppcoreguidelines-owning-memory): owned here
+    HeapArray(const HeapArray&) = delete;
+    HeapArray& operator=(const HeapArray&) = delete;
+    HeapArray(HeapArray&&) = delete;
+    HeapArray& operator=(HeapArray&&) = delete;
+    ~HeapArray() {
+        delete[] elements_;  // NOLINT(cppcoreguidelines-owning-memory): owned here
+    }
+
+    T& operator[](std::size_t i) const noexcept { return elements_[i]; }
+
+private:
+    T* elements_;
+};
 
 /// A key as stored: up to 16 bytes inline, longer ones as their digest.
 struct StoredKey {
@@ -183,19 +259,20 @@ concept HasHeapBound = requires(const Quota& q) {
 template <class M, SlotProbePolicy Probe = NoSlotProbe>
 class MemoryTable final : public MemoryTableBase {
 public:
-    MemoryTable(std::shared_ptr<MemoryKeyspace> keyspace, std::string name, const Quota& quota)
-        : keyspace_(std::move(keyspace)),
-          name_(std::move(name)),
+    MemoryTable(Ref<MemoryKeyspace> keyspace, std::string name, const Quota& quota)
+        : MemoryTableBase(std::move(name), M::kName),
+          keyspace_(std::move(keyspace)),
           quota_(quota),
           reclaimLag_(satAdd(quota.lateTolerance, quota.keyTimeSpread)),
           groupCount_((keyspace_->options.maxKeys + kKeysPerGroup - 1) / kKeysPerGroup),
-          groups_(makeHeapArray<std::atomic<Group*>>(groupCount_)),
-          spill_(makeHeapArray<Slot>(keyspace_->options.spillEntries)) {}
+          groups_(groupCount_),
+          spill_(keyspace_->options.spillEntries) {}
 
     ~MemoryTable() override {
+        keyspace_->remove(*this);
         for (std::size_t i = 0; i < groupCount_; ++i) {
-            // Adopts the group `groupAt` released into the table, and frees it.
-            const std::unique_ptr<Group> owned{groups_[i].load(std::memory_order_relaxed)};
+            // NOLINTNEXTLINE(cppcoreguidelines-owning-memory): the table owns its groups
+            delete groups_[i].load(std::memory_order_relaxed);
         }
     }
     MemoryTable(const MemoryTable&) = delete;
@@ -661,17 +738,19 @@ private:
         if (g != nullptr) {
             return *g;
         }
-        auto fresh = std::make_unique<Group>();
-        if (groups_[index].compare_exchange_strong(g, fresh.get(), std::memory_order_acq_rel)) {
+        // NOLINTNEXTLINE(cppcoreguidelines-owning-memory): the table owns its groups
+        Group* const fresh = new Group{};
+        if (groups_[index].compare_exchange_strong(g, fresh, std::memory_order_acq_rel)) {
             allocatedGroups_.fetch_add(1, std::memory_order_relaxed);
-            return *fresh.release();
+            return *fresh;
         }
-        return *g;  // another thread allocated it first
+        delete fresh;  // NOLINT(cppcoreguidelines-owning-memory): another thread's came first
+        return *g;
     }
 
     RATELIMIT_COLD void notify(MemoryEvent event) const {
         if (keyspace_->options.onEvent) {
-            keyspace_->options.onEvent(event, name_);
+            keyspace_->options.onEvent(event, name());
         }
     }
 
@@ -691,8 +770,7 @@ private:
     static_assert(kSweepPerCall <= kGroupSlots && kGroupSlots % kSweepPerCall == 0,
                   "a sweep stays within one group");
 
-    std::shared_ptr<MemoryKeyspace> keyspace_;
-    std::string name_;
+    Ref<MemoryKeyspace> keyspace_;
     Quota quota_;
     Tick reclaimLag_;  ///< how far before a caller's time an entry must already be fresh
     std::size_t groupCount_;

@@ -1,17 +1,16 @@
 #pragma once
 
 #include <cstddef>
-#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
-#include <vector>
 
 #include <ratelimit/algorithms/model.hpp>
 #include <ratelimit/clock.hpp>
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/inline.hpp>
 #include <ratelimit/detail/memory_table.hpp>
+#include <ratelimit/detail/ref_counted.hpp>
 #include <ratelimit/detail/slot_lock.hpp>
 #include <ratelimit/detail/thread_annotations.hpp>
 #include <ratelimit/detail/throw.hpp>
@@ -21,10 +20,6 @@
 
 namespace ratelimit {
 inline namespace v1 {
-
-namespace detail {
-struct MemoryShared;
-}
 
 /// In-process storage: a fixed set of lazily allocated 16-slot groups per limiter, each slot
 /// with its own lock and a one-byte tag that filters before it, so request threads share a lock
@@ -71,7 +66,7 @@ private:
     static constexpr std::size_t kMaxKeysBound = std::size_t{1} << 31;
     static constexpr std::size_t kSpillEntriesBound = std::size_t{1} << 16;
 
-    std::shared_ptr<detail::MemoryShared> shared_;
+    detail::Ref<detail::MemoryKeyspace> keyspace_;
 };
 
 namespace detail {
@@ -79,52 +74,13 @@ namespace detail {
 /// Memory holds 64-bit state with 128-bit intermediates: values and spans below 2^62.
 inline constexpr StorageRange kMemoryRange{"memory", "ns", "", 62, 62, 0};
 
-/// What every copy of one `MemoryStorage` handle shares: the keyspace its tables draw from, and
-/// the registry that lets limiters of one name and model share a table.
-struct MemoryShared {
-    /// A table by name and model, held weakly: it lives as long as a limiter uses it.
-    struct Registered {
-        std::string name;
-        std::string_view model;
-        std::weak_ptr<MemoryTableBase> table;
-    };
-
-    MemoryKeyspace keyspace;
-    SlotLock registryLock;  // rarely taken: a limiter's construction, `stats()`
-    std::vector<Registered> tables RATELIMIT_GUARDED_BY(registryLock);
-
-    explicit MemoryShared(MemoryStorageOptions options)
-        : keyspace(std::move(options), hashSeeds(options.seed)) {}
-
-    /// The live table of `name` and `model`, or null. Forgets the tables no limiter holds.
-    std::shared_ptr<MemoryTableBase> find(std::string_view name, std::string_view model)
-        RATELIMIT_REQUIRES(registryLock) {
-        std::shared_ptr<MemoryTableBase> found;
-        std::size_t kept = 0;
-        for (std::size_t i = 0; i < tables.size(); ++i) {
-            if (tables[i].table.expired()) {
-                continue;
-            }
-            if (tables[i].name == name && tables[i].model == model) {
-                found = tables[i].table.lock();
-            }
-            if (kept != i) {
-                tables[kept] = std::move(tables[i]);
-            }
-            ++kept;
-        }
-        tables.resize(kept);
-        return found;
-    }
-};
-
 }  // namespace detail
 
 /// One limiter's namespace in a `MemoryStorage`. Thread safety: thread-safe; copies share it.
 template <AlgorithmModel M>
 class MemoryStorage::Table {
 public:
-    explicit Table(std::shared_ptr<detail::MemoryTable<M>> impl) : impl_(std::move(impl)) {}
+    explicit Table(detail::Ref<detail::MemoryTable<M>> impl) : impl_(std::move(impl)) {}
 
     /// Applies the model's step to `key` atomically. Throws: `std::bad_alloc` only.
     [[nodiscard]] RATELIMIT_ALWAYS_INLINE Decision step(std::string_view key,
@@ -136,7 +92,7 @@ public:
     void reset(std::string_view key) const { impl_->reset(key); }
 
 private:
-    std::shared_ptr<detail::MemoryTable<M>> impl_;
+    detail::Ref<detail::MemoryTable<M>> impl_;
 };
 
 inline MemoryStorage::MemoryStorage(Options options) {
@@ -149,43 +105,43 @@ inline MemoryStorage::MemoryStorage(Options options) {
             {"MemoryStorage::Options.spillEntries must be in 1..65536 (got ",
              detail::Decimal(options.spillEntries), ")"});
     }
-    shared_ = std::make_shared<detail::MemoryShared>(std::move(options));
+    const detail::HashSeeds seeds = detail::hashSeeds(options.seed);
+    keyspace_ = detail::Ref<detail::MemoryKeyspace>::make(std::move(options), seeds);
 }
 
 template <AlgorithmModel M>
 MemoryStorage::Table<M> MemoryStorage::table(const LimiterOptions& options,
                                              const Quota& quota) const {
     detail::checkRange<M>(quota, detail::kMemoryRange);
-    const detail::SlotGuard lock(shared_->registryLock);
-    if (const auto existing = shared_->find(options.name, M::kName)) {
-        const Quota& q = existing->quota();
-        // Keys' times and how long entries stay must agree too, or one limiter would read
-        // the other's entries on another timeline.
-        if (q.count != quota.count || q.burst != quota.burst || q.period != quota.period ||
-            q.nanosPerTick != quota.nanosPerTick || q.maxRunsPerKey != quota.maxRunsPerKey ||
-            q.lateTolerance != quota.lateTolerance || q.keyTimeSpread != quota.keyTimeSpread) {
-            detail::throwInvalidArgument({"a ", M::kName, " limiter named \"", options.name,
-                                          "\" already uses this storage with another limit or ",
-                                          "options; give each limiter its own name"});
+    detail::Ref<detail::MemoryTable<M>> table;
+    {
+        const detail::SlotGuard lock(keyspace_->registryLock);
+        if (detail::MemoryTableBase* existing = keyspace_->retainTable(options.name, M::kName)) {
+            table = detail::Ref<detail::MemoryTable<M>>::adopt(
+                static_cast<detail::MemoryTable<M>*>(existing));
+        } else {
+            table = detail::Ref<detail::MemoryTable<M>>::make(keyspace_, options.name, quota);
+            keyspace_->add(*table);
+            return Table<M>(std::move(table));
         }
-        return Table<M>(std::static_pointer_cast<detail::MemoryTable<M>>(existing));
     }
-    // The table shares the storage's lifetime through its keyspace (an aliasing pointer), so
-    // it outlives every handle of the storage that made it.
-    auto created = std::make_shared<detail::MemoryTable<M>>(
-        std::shared_ptr<detail::MemoryKeyspace>(shared_, &shared_->keyspace), options.name, quota);
-    shared_->tables.push_back({options.name, M::kName, created});
-    return Table<M>(std::move(created));
+    // Keys' times and how long entries stay must agree too, or one limiter would read the
+    // other's entries on another timeline. (Checked outside the registry's lock: should this
+    // handle be the table's last, dropping it takes that lock.)
+    const Quota& q = table->quota();
+    if (q.count != quota.count || q.burst != quota.burst || q.period != quota.period ||
+        q.nanosPerTick != quota.nanosPerTick || q.maxRunsPerKey != quota.maxRunsPerKey ||
+        q.lateTolerance != quota.lateTolerance || q.keyTimeSpread != quota.keyTimeSpread) {
+        detail::throwInvalidArgument({"a ", M::kName, " limiter named \"", options.name,
+                                      "\" already uses this storage with another limit or ",
+                                      "options; give each limiter its own name"});
+    }
+    return Table<M>(std::move(table));
 }
 
 inline MemoryStats MemoryStorage::stats() const {
     MemoryStats stats;
-    const detail::SlotGuard lock(shared_->registryLock);
-    for (const detail::MemoryShared::Registered& r : shared_->tables) {
-        if (const auto table = r.table.lock()) {
-            table->addStats(stats);
-        }
-    }
+    keyspace_->addStats(stats);
     return stats;
 }
 
