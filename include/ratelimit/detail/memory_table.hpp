@@ -14,6 +14,7 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unistd.h>
 #include <utility>
 
@@ -435,17 +436,27 @@ private:
             // clock that really stepped back answers the same, and the model rebases).
             now = r.clock();
         }
-        if (!r.writes()) {
-            typename M::State copy = s.state;
-            return applyStep<M>(copy, quota_, now, r.cost);
+        if constexpr (std::is_trivially_copyable_v<typename M::State>) {
+            // One copy of the model's step in the inlined path, for peeks and writes alike.
+            typename M::State next = s.state;
+            const Decision d = applyStep<M>(next, quota_, now, r.cost);
+            if (r.writes()) {
+                s.state = next;
+            }
+            return d;
+        } else {  // the sliding log's runs: a peek copies them, a write steps them in place
+            if (!r.writes()) {
+                typename M::State copy = s.state;
+                return applyStep<M>(copy, quota_, now, r.cost);
+            }
+            return applyStep<M>(s.state, quota_, now, r.cost);
         }
-        return applyStep<M>(s.state, quota_, now, r.cost);
     }
 
     /// Runs `r` on the key's slot under its lock; false when the key has no slot, with what the
-    /// look saw in `seen`.
+    /// look saw in `seen`. The step is inlined here once, whichever group holds the slot.
     RATELIMIT_ALWAYS_INLINE bool visit(const Lookup& k, const Request& r, Decision& out,
-                                       TagCounts& seen) {
+                                       TagCounts& seen) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
         Group* first = groups_[k.groups[0]].load(std::memory_order_acquire);
         Group* second = groups_[k.groups[1]].load(std::memory_order_acquire);
         if (second != nullptr) {
@@ -453,12 +464,22 @@ private:
             // key placed there waits for one miss, not two in a row.
             __builtin_prefetch(second);
         }
-        return (first != nullptr && visitIn(*first, k, r, out, seen[0])) ||
-               (second != nullptr && visitIn(*second, k, r, out, seen[1]));
+        Slot* s = first != nullptr ? lockOwnSlot(*first, k, seen[0]) : nullptr;
+        if (s == nullptr && second != nullptr) {
+            s = lockOwnSlot(*second, k, seen[1]);
+        }
+        if (s == nullptr) {
+            return false;
+        }
+        const SlotGuard guard(s->lock, kAdoptLock);
+        out = run(*s, r);
+        return true;
     }
 
-    RATELIMIT_ALWAYS_INLINE bool visitIn(Group& g, const Lookup& k, const Request& r, Decision& out,
-                                         std::uint32_t& seen) {
+    /// The key's slot in `g`, returned locked (clang's analysis cannot follow a lock out of a
+    /// function, so its callers opt out of it), or null.
+    RATELIMIT_ALWAYS_INLINE Slot* lockOwnSlot(Group& g, const Lookup& k, std::uint32_t& seen)
+        RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
         // Read before the tags: a tag changed after this read changes the count too.
         seen = g.tagChanges.load(std::memory_order_acquire);
         for (std::size_t w = 0; w < kTagWords; ++w) {
@@ -466,27 +487,34 @@ private:
             for (; match != 0; match &= match - 1) {
                 const std::size_t i = w * kTagsPerWord + byteIndex(match);
                 Slot& s = g.slots[i];
-                SlotGuard guard(s.lock);
+                s.lock.lock();
                 // The tag is only a hint: the slot may have been given to another key since.
                 const bool mine = s.key == k.key && tagAt(g, i) == k.tag;
                 probe_.slotLocked(!mine);
                 if (mine) {
-                    out = run(s, r);
-                    return true;
+                    return &s;
                 }
+                s.lock.unlock();
             }
         }
-        return false;
+        return nullptr;
     }
 
-    /// `run` and `visitIn` out of line, for the cold paths: the hot path alone inlines them,
-    /// which keeps the code (and the time to compile it) small.
+    /// `run` out of line, for the cold paths: the hot path alone inlines it, which keeps the
+    /// code (and the time to compile it) small.
     RATELIMIT_COLD Decision runCold(Slot& s, const Request& r) RATELIMIT_REQUIRES(s.lock) {
         return run(s, r);
     }
-    RATELIMIT_COLD bool visitInCold(Group& g, const Lookup& k, const Request& r, Decision& out) {
+    RATELIMIT_COLD bool visitInCold(Group& g, const Lookup& k, const Request& r,
+                                    Decision& out) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
         std::uint32_t seen = 0;
-        return visitIn(g, k, r, out, seen);
+        Slot* s = lockOwnSlot(g, k, seen);
+        if (s == nullptr) {
+            return false;
+        }
+        const SlotGuard guard(s->lock, kAdoptLock);
+        out = runCold(*s, r);
+        return true;
     }
 
     /// Looks for the key again, under both groups' insert locks (so the answer holds until they

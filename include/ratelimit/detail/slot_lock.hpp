@@ -65,12 +65,20 @@ private:
     std::atomic<std::uint32_t> state_{0};
 };
 
+/// Tells `SlotGuard` that the lock is already held.
+struct AdoptLock {
+    explicit AdoptLock() = default;
+};
+inline constexpr AdoptLock kAdoptLock{};
+
 /// Holds a `SlotLock` for a scope.
 class RATELIMIT_SCOPED_CAPABILITY SlotGuard {
 public:
     explicit SlotGuard(SlotLock& lock) noexcept RATELIMIT_ACQUIRE(lock) : lock_(lock) {
         lock_.lock();
     }
+    /// Takes over `lock`, which the caller holds.
+    SlotGuard(SlotLock& lock, AdoptLock /*held*/) noexcept RATELIMIT_REQUIRES(lock) : lock_(lock) {}
     ~SlotGuard() RATELIMIT_RELEASE() { lock_.unlock(); }
     SlotGuard(const SlotGuard&) = delete;
     SlotGuard& operator=(const SlotGuard&) = delete;
