@@ -21,6 +21,7 @@
 #include <ratelimit/detail/chrono.hpp>
 #include <ratelimit/detail/circuit_breaker.hpp>
 #include <ratelimit/detail/fork_watch.hpp>
+#include <ratelimit/detail/per_process.hpp>
 #include <ratelimit/detail/redis_connection.hpp>
 #include <ratelimit/detail/redis_pool.hpp>
 #include <ratelimit/detail/redis_script.hpp>
@@ -135,12 +136,11 @@ inline std::vector<std::string> quotaArguments(const Quota& q) {
     return values;
 }
 
-/// What one process uses to reach Redis: its connections and its circuit breaker. A process
-/// forked from the one that made it makes its own on its first call and leaves this one as the
-/// fork found it, never used and never freed: a thread of the parent may have held its locks,
-/// or queued requests on it, at the fork, and that thread does not exist in the child. Its
-/// sockets stay open, unused, in the child until it exits or execs (they are close-on-exec):
-/// closing them could close a file the child opened under a reused descriptor number.
+/// What one process uses to reach Redis: its connections and its circuit breaker, one per
+/// process (`PerProcess`): a forked child leaves its parent's link as the fork found it, since a
+/// parent's thread may have held its locks, or queued requests on it, at the fork. Its sockets
+/// stay open, unused, in the child until it exits or execs (they are close-on-exec): closing
+/// them could close a file the child opened under a reused descriptor number.
 struct RedisLink {
     /// `options`, `address` and `counters` are the storage's, which outlives its links.
     RedisLink(const RedisStorageOptions& options, const RedisAddress& address,
@@ -148,52 +148,38 @@ struct RedisLink {
         : pool(options, address, counters),
           breaker(options.breakerBackoff, options.breakerMaxBackoff, options.breakerClock) {}
 
-    ForkWatch fork;  // forked(): this process is a child of the one that made this link
+    /// True in a child of the process that made this link.
+    [[nodiscard]] bool forked() const noexcept { return fork.forked(); }
+
+    ForkWatch fork;
     RedisPool pool;
     CircuitBreaker breaker;
 };
 
-/// This process's `RedisLink`, made anew by the first call in a forked child.
+/// This process's `RedisLink`.
 /// Thread safety: thread-safe.
 class RedisLinks {
 public:
     /// `options`, `address` and `counters` are the storage's, which outlives its links.
     RedisLinks(const RedisStorageOptions& options, const RedisAddress& address,
                RedisPoolCounters& counters)
-        : options_(options),
-          address_(address),
-          counters_(counters),
-          current_(std::make_unique<RedisLink>(options, address, counters).release()) {}
-    RedisLinks(const RedisLinks&) = delete;
-    RedisLinks& operator=(const RedisLinks&) = delete;
-    RedisLinks(RedisLinks&&) = delete;
-    RedisLinks& operator=(RedisLinks&&) = delete;
-    ~RedisLinks() {
-        RedisLink* const current = current_.load(std::memory_order_acquire);
-        if (!current->fork.forked()) {
-            const std::unique_ptr<RedisLink> own(current);
-        }  // else: a parent's, left as the fork found it (see RedisLink)
-    }
+        : options_(options), address_(address), counters_(counters), links_(make()) {}
 
-    /// This process's link. The first call in a forked child makes the child's own, taking no
-    /// lock before it knows (a lock a parent's thread held at the fork is never released in the
-    /// child), so the call's one deadline still covers it.
+    /// This process's link. The first call in a forked child makes the child's own, so the
+    /// call's one deadline still covers it.
     RedisLink& current() {
-        RedisLink* current = current_.load(std::memory_order_acquire);
-        while (current->fork.forked()) {
-            auto own = std::make_unique<RedisLink>(options_, address_, counters_);
-            if (current_.compare_exchange_strong(current, own.get(), std::memory_order_acq_rel)) {
-                return *own.release();
-            }  // else another thread of this child made it first: `current` is now that one
-        }
-        return *current;
+        return links_.current([this] { return make(); });
     }
 
 private:
+    [[nodiscard]] std::unique_ptr<RedisLink> make() const {
+        return std::make_unique<RedisLink>(options_, address_, counters_);
+    }
+
     const RedisStorageOptions& options_;
     const RedisAddress& address_;
     RedisPoolCounters& counters_;
-    std::atomic<RedisLink*> current_;
+    PerProcess<RedisLink> links_;
 };
 
 /// What every copy of one `RedisStorage` handle shares: options, the resolved address, this
@@ -226,43 +212,26 @@ struct RedisShared {
     }
 };
 
-/// A limiter's fallback table (`FailurePolicy::kFallBackToMemory`), one per process: a forked
-/// child makes its own on its first degraded call and never touches its parent's, whose slots a
-/// parent's thread may have held locked at the fork (see RedisLink).
+/// A limiter's fallback table (`FailurePolicy::kFallBackToMemory`), one per process
+/// (`PerProcess`): a forked child makes its own on its first degraded call and never touches its
+/// parent's, whose slots a parent's thread may have held locked at the fork.
 template <RedisModel M>
 class RedisFallback {
 public:
     RedisFallback(std::size_t maxKeys, LimiterOptions options, const Quota& quota,
                   const RedisLink& link)
-        : maxKeys_(maxKeys),
-          options_(std::move(options)),
-          quota_(quota),
-          current_(make(link).release()) {}
-    RedisFallback(const RedisFallback&) = delete;
-    RedisFallback& operator=(const RedisFallback&) = delete;
-    RedisFallback(RedisFallback&&) = delete;
-    RedisFallback& operator=(RedisFallback&&) = delete;
-    ~RedisFallback() {
-        Made* const current = current_.load(std::memory_order_acquire);
-        if (!current->link->fork.forked()) {
-            const std::unique_ptr<Made> own(current);
-        }  // else: a parent's, left as the fork found it
-    }
+        : maxKeys_(maxKeys), options_(std::move(options)), quota_(quota), tables_(make(link)) {}
 
     /// The table of the process whose link is `link`.
     MemoryStorage::Table<M>& of(const RedisLink& link) {
-        Made* current = current_.load(std::memory_order_acquire);
-        while (current->link != &link) {
-            auto own = make(link);
-            if (current_.compare_exchange_strong(current, own.get(), std::memory_order_acq_rel)) {
-                return own.release()->table;
-            }
-        }
-        return current->table;
+        return tables_.current([&] { return make(link); }).table;
     }
 
 private:
     struct Made {
+        /// Its link's answer: one process made both.
+        [[nodiscard]] bool forked() const noexcept { return link->forked(); }
+
         const RedisLink* link;  // the link of the process that made it
         MemoryStorage::Table<M> table;
     };
@@ -276,7 +245,7 @@ private:
     std::size_t maxKeys_;
     LimiterOptions options_;
     Quota quota_;
-    std::atomic<Made*> current_;
+    PerProcess<Made> tables_;
 };
 
 }  // namespace detail
