@@ -1,7 +1,6 @@
 #pragma once
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
 #include <string_view>
 
@@ -27,19 +26,13 @@ inline namespace v1 {
 /// its next windows follow the shifted one until an epoch-aligned window no longer overlaps
 /// it: realigning at once would reopen the aligned window the key already used (a clock
 /// oscillating by one tick would then admit `count` per oscillation).
-/// Thread safety: stateless; `step` is a pure function of its arguments.
-struct FixedWindowModel : WindowKind {
-    static constexpr std::string_view kName = "fixed_window";
-
+/// Redis encoding version 1 held the window's start instead of `into`.
+struct FixedWindowModel : WindowKind, ModelNames<"fixed_window", 2, "last", "into", "used"> {
     struct State {
         Tick last = 0;
         Tick into = 0;          ///< `last` − the window's start: 0 <= into < period
         std::int64_t used = 0;  ///< 0 marks a fresh key
     };
-    /// `State`'s fields as the Redis script names them (a hash field each), and the version of
-    /// that encoding, part of every key (version 1 held the window's start instead of `into`).
-    static constexpr std::array<std::string_view, 3> kStateFields{"last", "into", "used"};
-    static constexpr int kStateVersion = 2;
 
     RATELIMIT_ALWAYS_INLINE static Decision step(State& state, const Quota& q, Tick now,
                                                  std::int64_t cost) noexcept {

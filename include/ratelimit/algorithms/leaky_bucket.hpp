@@ -17,7 +17,6 @@ inline namespace v1 {
 /// last write, so the interval is never rounded and no absolute time is ever added to. So this
 /// model *is* the token bucket's step and state (16 bytes) under its own name and keys: the
 /// two make the same decisions, clock steps included, by construction.
-/// Thread safety: stateless; `step` is a pure function of its arguments.
 struct LeakyBucketModel : TokenBucketModel {
     static constexpr std::string_view kName = "leaky_bucket";
     /// Another name a configuration may use for it.

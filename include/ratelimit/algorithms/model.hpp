@@ -1,6 +1,8 @@
 #pragma once
 
+#include <array>
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -11,6 +13,38 @@
 
 namespace ratelimit {
 inline namespace v1 {
+
+namespace detail {
+
+/// A string literal as a template argument.
+template <std::size_t N>
+struct Literal {
+    // Implicit, so that a template argument is written as the literal itself.
+    // NOLINTNEXTLINE(google-explicit-constructor,*-avoid-c-arrays): a literal's own type
+    constexpr Literal(const char (&text)[N]) noexcept {
+        for (std::size_t i = 0; i < N; ++i) {
+            chars[i] = text[i];
+        }
+    }
+    [[nodiscard]] constexpr std::string_view view() const noexcept { return {chars.data(), N - 1}; }
+
+    std::array<char, N> chars{};
+};
+
+}  // namespace detail
+
+/// A model's names, which the model gives as template arguments: `kName`, its name in
+/// configurations, also the Redis key segment and the Lua table's name; `kStateFields`,
+/// `State`'s fields as the Redis script names them (a hash field each, unless the model says
+/// otherwise); `kStateVersion`, the version of that encoding, part of every Redis key so that a
+/// state written in another encoding is never read.
+template <detail::Literal Name, int StateVersion, detail::Literal... StateFields>
+struct ModelNames {
+    static constexpr std::string_view kName = Name.view();
+    static constexpr std::array<std::string_view, sizeof...(StateFields)> kStateFields{
+        StateFields.view()...};
+    static constexpr int kStateVersion = StateVersion;
+};
 
 /// What every windowed model shares: the limit a client sees is the count of one window.
 struct WindowKind {
@@ -25,7 +59,9 @@ struct BucketKind {
 };
 
 /// What a limiter needs from an algorithm: a per-key `State` whose value-initialised form is
-/// the fresh key, and a pure `step` over it.
+/// the fresh key, and a pure `step` over it. A model is stateless: every member is a pure
+/// function of its arguments, so any number of threads may call it. The library's models take
+/// `kName` from `ModelNames`.
 ///
 /// `step(state, quota, now, cost)` decides and applies one request: it changes `state` only
 /// when it admits a cost above zero, or to rebase a key whose clock stepped back; a cost above

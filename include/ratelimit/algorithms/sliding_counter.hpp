@@ -1,6 +1,5 @@
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <string_view>
 
@@ -21,22 +20,17 @@ inline namespace v1 {
 /// With `e = now − start`, allowed iff `prev·(W − e) ≤ (count − curr − cost)·W`, in integers.
 /// At exactly a window start the previous window weighs fully.
 /// State (32 bytes): last write, how far into its window that write was (not the window's
-/// start, which may lie below INT64_MIN), previous and current counts.
-/// Thread safety: stateless; `step` is a pure function of its arguments.
-struct SlidingCounterModel : WindowKind {
-    static constexpr std::string_view kName = "sliding_counter";
-
+/// start, which may lie below INT64_MIN), previous and current counts. Redis encoding version 1
+/// held the window's start instead of `into`.
+struct SlidingCounterModel
+    : WindowKind,
+      ModelNames<"sliding_counter", 2, "last", "into", "previous", "current"> {
     struct State {
         Tick last = 0;
         Tick into = 0;  ///< `last` − the current window's start: 0 <= into < period
         std::int64_t previous = 0;
         std::int64_t current = 0;
     };
-    /// `State`'s fields as the Redis script names them (a hash field each), and the version of
-    /// that encoding, part of every key (version 1 held the window's start instead of `into`).
-    static constexpr std::array<std::string_view, 4> kStateFields{"last", "into", "previous",
-                                                                  "current"};
-    static constexpr int kStateVersion = 2;
 
     RATELIMIT_ALWAYS_INLINE static Decision step(State& state, const Quota& q, Tick now,
                                                  std::int64_t cost) noexcept {

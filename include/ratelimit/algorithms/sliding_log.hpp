@@ -1,6 +1,5 @@
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -21,11 +20,9 @@ inline namespace v1 {
 /// State: runs of (time, count), oldest first, merged when times are equal. At most
 /// `Quota::maxRunsPerKey` runs: beyond it the two oldest merge at the later one's time, so
 /// their entries expire later, never earlier (conservative: it never over-admits). 24 bytes
-/// (a vector) plus 16 per run.
-/// Thread safety: stateless; `step` is a pure function of its arguments.
-struct SlidingLogModel : WindowKind {
-    static constexpr std::string_view kName = "sliding_log";
-
+/// (a vector) plus 16 per run. In Redis, one hash field holds the runs as "time count" pairs,
+/// oldest first.
+struct SlidingLogModel : WindowKind, ModelNames<"sliding_log", 1, "runs"> {
     struct Run {
         Tick time = 0;
         std::int64_t count = 0;
@@ -34,10 +31,6 @@ struct SlidingLogModel : WindowKind {
     struct State {
         std::vector<Run> runs;
     };
-    /// `State`'s fields as the Redis script names them (one hash field: the runs as "time
-    /// count" pairs, oldest first), and the version of that encoding, part of every key.
-    static constexpr std::array<std::string_view, 1> kStateFields{"runs"};
-    static constexpr int kStateVersion = 1;
 
     static Decision step(State& state, const Quota& q, Tick now, std::int64_t cost) {
         if (state.runs.empty() || now >= state.runs.back().time) {

@@ -1,6 +1,5 @@
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <string_view>
 
@@ -19,18 +18,11 @@ inline namespace v1 {
 ///
 /// State (16 bytes): the tick of the last write and the deficit below full in units of
 /// `period/g` per token (g = gcd(count, period)); a zero deficit is a full, fresh bucket.
-/// Thread safety: stateless; `step` is a pure function of its arguments.
-struct TokenBucketModel : BucketKind {
-    static constexpr std::string_view kName = "token_bucket";
-
+struct TokenBucketModel : BucketKind, ModelNames<"token_bucket", 1, "last", "deficit"> {
     struct State {
         Tick last = 0;
         std::int64_t deficit = 0;
     };
-    /// `State`'s fields as the Redis script names them (a hash field each), and the version of
-    /// that encoding, part of every key.
-    static constexpr std::array<std::string_view, 2> kStateFields{"last", "deficit"};
-    static constexpr int kStateVersion = 1;
 
     RATELIMIT_ALWAYS_INLINE static Decision step(State& state, const Quota& q, Tick now,
                                                  std::int64_t cost) noexcept {
