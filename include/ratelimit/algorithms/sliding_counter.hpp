@@ -99,17 +99,6 @@ function sliding_counter.lastWrite(state)
   if state.previous > 0 or state.current > 0 then return state.last end
   return nil
 end
-function sliding_counter.retryTicks(s, q, e, cost)
-  local w = q.period
-  if s.current + cost <= q.count then
-    -- Within this window, once the previous window's weight has decayed enough.
-    local excess = s.previous * (w - e) - (q.count - s.current - cost) * w
-    return ceildiv(excess, s.previous)
-  end
-  -- In the next window, where the current count becomes the decaying previous one.
-  local into = w * (s.current + cost - q.count)
-  return (w - e) + ceildiv(into, s.current)
-end
 function sliding_counter.rebaseAndRoll(s, q, now)
   local steppedBack = (s.previous > 0 or s.current > 0) and now < s.last
   if not steppedBack then
@@ -130,6 +119,17 @@ function sliding_counter.rebaseAndRoll(s, q, now)
   end
   s.last = now
   return steppedBack
+end
+function sliding_counter.retryTicks(s, q, e, cost)
+  local w = q.period
+  if s.current + cost <= q.count then
+    -- Within this window, once the previous window's weight has decayed enough.
+    local excess = s.previous * (w - e) - (q.count - s.current - cost) * w
+    return ceildiv(excess, s.previous)
+  end
+  -- In the next window, where the current count becomes the decaying previous one.
+  local into = w * (s.current + cost - q.count)
+  return (w - e) + ceildiv(into, s.current)
 end
 )lua";
     /// The script's Lua: the shared window measures, then the model.
@@ -153,28 +153,6 @@ end
     }
 
 private:
-    static Tick retryTicks(const State& s, const Quota& q, Tick e, std::int64_t cost) noexcept {
-        using detail::Int128;
-        const Tick w = q.period;
-        if (s.current + cost <= q.count) {
-            // Within this window, once the previous window's weight has decayed enough.
-            // 0 < excess <= previous·(W − e): the quotient is at most W − e.
-            const Int128 excess =
-                Int128{s.previous} * (w - e) - Int128{q.count - s.current - cost} * w;
-            return ceilNarrow(excess, static_cast<std::uint64_t>(s.previous));
-        }
-        // In the next window, where the current count becomes the decaying previous one;
-        // cost <= count makes current + cost − count <= current, so the quotient is at most W.
-        const Int128 into = Int128{w} * (s.current + cost - q.count);
-        return (w - e) + ceilNarrow(into, static_cast<std::uint64_t>(s.current));
-    }
-
-    /// ceil(n / d) for 0 <= n whose quotient is below 2^62.
-    static std::int64_t ceilNarrow(detail::Int128 n, std::uint64_t d) noexcept {
-        const auto un = static_cast<detail::UInt128>(n);
-        return static_cast<std::int64_t>(detail::narrowDivide(un + d - 1, d));
-    }
-
     /// Moves the view to `now` (`last = now`, `into` = how far `now` is into the current
     /// window): after a step back no time passed, so the windows shift by the step; windows
     /// that are over roll forward; a fresh key starts in the epoch-aligned window holding `now`.
@@ -199,6 +177,28 @@ private:
         }
         s.last = now;
         return steppedBack;
+    }
+
+    static Tick retryTicks(const State& s, const Quota& q, Tick e, std::int64_t cost) noexcept {
+        using detail::Int128;
+        const Tick w = q.period;
+        if (s.current + cost <= q.count) {
+            // Within this window, once the previous window's weight has decayed enough.
+            // 0 < excess <= previous·(W − e): the quotient is at most W − e.
+            const Int128 excess =
+                Int128{s.previous} * (w - e) - Int128{q.count - s.current - cost} * w;
+            return ceilNarrow(excess, static_cast<std::uint64_t>(s.previous));
+        }
+        // In the next window, where the current count becomes the decaying previous one;
+        // cost <= count makes current + cost − count <= current, so the quotient is at most W.
+        const Int128 into = Int128{w} * (s.current + cost - q.count);
+        return (w - e) + ceilNarrow(into, static_cast<std::uint64_t>(s.current));
+    }
+
+    /// ceil(n / d) for 0 <= n whose quotient is below 2^62.
+    static std::int64_t ceilNarrow(detail::Int128 n, std::uint64_t d) noexcept {
+        const auto un = static_cast<detail::UInt128>(n);
+        return static_cast<std::int64_t>(detail::narrowDivide(un + d - 1, d));
     }
 };
 
