@@ -28,6 +28,7 @@
 #include <ratelimit/detail/slot_lock.hpp>
 #include <ratelimit/detail/step.hpp>
 #include <ratelimit/detail/thread_annotations.hpp>
+#include <ratelimit/detail/throw.hpp>
 #include <ratelimit/detail/tick_source.hpp>
 #include <ratelimit/memory_options.hpp>
 #include <ratelimit/options.hpp>
@@ -76,6 +77,9 @@ class MemoryTableBase;
 /// Thread safety: thread-safe.
 class MemoryKeyspace final : public RefCounted {
 public:
+    /// Throws: `std::invalid_argument` naming an option outside its range.
+    explicit MemoryKeyspace(const MemoryStorageOptions& opts)
+        : MemoryKeyspace(checked(opts), hashSeeds(opts.seed)) {}
     MemoryKeyspace(MemoryStorageOptions opts, const HashSeeds& seeds)
         : options(std::move(opts)),
           shortKeyHasher(seeds[0], seeds[1], seeds[2], seeds[3]),
@@ -94,10 +98,25 @@ public:
     /// Unlists a table: the first step of its destruction, so the registry never reaches a
     /// table whose memory is going.
     void remove(const MemoryTableBase& table) RATELIMIT_EXCLUDES(registryLock);
-    /// Adds up the counters of the listed tables.
-    void addStats(MemoryStats& stats) RATELIMIT_EXCLUDES(registryLock);
+    /// The counters of the listed tables, summed.
+    [[nodiscard]] MemoryStats stats() RATELIMIT_EXCLUDES(registryLock);
 
 private:
+    /// `options`, once each is in its range.
+    static const MemoryStorageOptions& checked(const MemoryStorageOptions& options) {
+        constexpr std::size_t kMaxKeysBound = std::size_t{1} << 31;
+        constexpr std::size_t kSpillEntriesBound = std::size_t{1} << 16;
+        if (options.maxKeys < 1 || options.maxKeys > kMaxKeysBound) {
+            throwInvalidArgument({"MemoryStorage::Options.maxKeys must be in 1..2^31 (got ",
+                                  Decimal(options.maxKeys), ")"});
+        }
+        if (options.spillEntries < 1 || options.spillEntries > kSpillEntriesBound) {
+            throwInvalidArgument({"MemoryStorage::Options.spillEntries must be in 1..65536 (got ",
+                                  Decimal(options.spillEntries), ")"});
+        }
+        return options;
+    }
+
     MemoryTableBase* tables_ RATELIMIT_GUARDED_BY(registryLock) = nullptr;  // a linked list
 };
 
@@ -151,11 +170,13 @@ inline void MemoryKeyspace::remove(const MemoryTableBase& table) {
     }
 }
 
-inline void MemoryKeyspace::addStats(MemoryStats& stats) {
+inline MemoryStats MemoryKeyspace::stats() {
+    MemoryStats stats;
     const SlotGuard lock(registryLock);
     for (const MemoryTableBase* t = tables_; t != nullptr; t = t->next_) {
         t->addStats(stats);
     }
+    return stats;
 }
 
 /// A fixed-size array on the heap, sized at run time: a `std::vector` would add a capacity and

@@ -37,10 +37,9 @@ inline namespace v1 {
 /// evicted or reset; the hook hears of it once per episode.
 ///
 /// Thread safety: thread-safe; copies are handles sharing one store.
-class MemoryStorage {
+class MemoryStorage
+    : public detail::StorageHandle<detail::MemoryKeyspace, MemoryStorageOptions, MemoryStats> {
 public:
-    using Options = MemoryStorageOptions;
-
     /// Slots examined by one inserting call, at most.
     static constexpr std::size_t kSweepPerCall = detail::kSweepPerCall;
     using DefaultClock = SteadyClock;
@@ -49,24 +48,14 @@ public:
     template <AlgorithmModel M>
     class Table;
 
-    MemoryStorage() : MemoryStorage(Options{}) {}
     /// Throws: `std::invalid_argument` naming an option outside its range.
-    explicit MemoryStorage(Options options);
+    using StorageHandle::StorageHandle;
 
-    /// Opens (or joins) the table of the limiter `options.name` with model `M`.
+    /// Joins the table of a limiter of the same name and model, if there is one.
     /// Throws: `std::invalid_argument` when the quota is not representable in 64-bit state, or
     /// when a limiter of that name and model already uses a different quota.
     template <AlgorithmModel M>
     [[nodiscard]] Table<M> table(const LimiterOptions& options, const Quota& quota) const;
-
-    /// Counters summed over the live tables. Thread-safe (a snapshot).
-    [[nodiscard]] MemoryStats stats() const;
-
-private:
-    static constexpr std::size_t kMaxKeysBound = std::size_t{1} << 31;
-    static constexpr std::size_t kSpillEntriesBound = std::size_t{1} << 16;
-
-    detail::Ref<detail::MemoryKeyspace> keyspace_;
 };
 
 namespace detail {
@@ -95,33 +84,19 @@ private:
     detail::Ref<detail::MemoryTable<M>> impl_;
 };
 
-inline MemoryStorage::MemoryStorage(Options options) {
-    if (options.maxKeys < 1 || options.maxKeys > kMaxKeysBound) {
-        detail::throwInvalidArgument({"MemoryStorage::Options.maxKeys must be in 1..2^31 (got ",
-                                      detail::Decimal(options.maxKeys), ")"});
-    }
-    if (options.spillEntries < 1 || options.spillEntries > kSpillEntriesBound) {
-        detail::throwInvalidArgument(
-            {"MemoryStorage::Options.spillEntries must be in 1..65536 (got ",
-             detail::Decimal(options.spillEntries), ")"});
-    }
-    const detail::HashSeeds seeds = detail::hashSeeds(options.seed);
-    keyspace_ = detail::Ref<detail::MemoryKeyspace>::make(std::move(options), seeds);
-}
-
 template <AlgorithmModel M>
 MemoryStorage::Table<M> MemoryStorage::table(const LimiterOptions& options,
                                              const Quota& quota) const {
     detail::checkRange<M>(quota, detail::kMemoryRange);
     detail::Ref<detail::MemoryTable<M>> table;
     {
-        const detail::SlotGuard lock(keyspace_->registryLock);
-        if (detail::MemoryTableBase* existing = keyspace_->retainTable(options.name, M::kName)) {
+        const detail::SlotGuard lock(shared()->registryLock);
+        if (detail::MemoryTableBase* existing = shared()->retainTable(options.name, M::kName)) {
             table = detail::Ref<detail::MemoryTable<M>>::adopt(
                 static_cast<detail::MemoryTable<M>*>(existing));
         } else {
-            table = detail::Ref<detail::MemoryTable<M>>::make(keyspace_, options.name, quota);
-            keyspace_->add(*table);
+            table = detail::Ref<detail::MemoryTable<M>>::make(shared(), options.name, quota);
+            shared()->add(*table);
             return Table<M>(std::move(table));
         }
     }
@@ -137,12 +112,6 @@ MemoryStorage::Table<M> MemoryStorage::table(const LimiterOptions& options,
                                       "options; give each limiter its own name"});
     }
     return Table<M>(std::move(table));
-}
-
-inline MemoryStats MemoryStorage::stats() const {
-    MemoryStats stats;
-    keyspace_->addStats(stats);
-    return stats;
 }
 
 }  // namespace v1

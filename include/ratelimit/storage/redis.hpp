@@ -25,6 +25,7 @@
 #include <ratelimit/detail/redis_connection.hpp>
 #include <ratelimit/detail/redis_pool.hpp>
 #include <ratelimit/detail/redis_script.hpp>
+#include <ratelimit/detail/ref_counted.hpp>
 #include <ratelimit/detail/sha1.hpp>
 #include <ratelimit/detail/throw.hpp>
 #include <ratelimit/options.hpp>
@@ -46,8 +47,15 @@ concept RedisModel = AlgorithmModel<M> && requires {
 };
 
 namespace detail {
+
 struct RedisShared;
-}
+
+/// Lua numbers are doubles: values below 2^53, spans below 2^51 µs (so that a window and the
+/// sums of times and spans a step forms stay below 2^53), and count·period below 2^53 (the
+/// window algorithms' products, which C++ forms in 128 bits).
+inline constexpr StorageRange kRedisRange{"Redis", "us", " (exact integers in Lua)", 53, 51, 53};
+
+}  // namespace detail
 
 /// Shared storage in Redis: every check is one `EVALSHA` of the model's Lua, atomic in the
 /// server, so any number of hosts share one limit exactly.
@@ -65,9 +73,9 @@ struct RedisShared;
 /// address is resolved there).
 ///
 /// Thread safety: thread-safe; copies are handles sharing one pool and breaker.
-class RedisStorage {
+class RedisStorage
+    : public detail::StorageHandle<detail::RedisShared, RedisStorageOptions, RedisStats> {
 public:
-    using Options = RedisStorageOptions;
     using DefaultClock = RedisServerClock;
     static constexpr bool kSharedAcrossHosts = true;
     /// Redis arithmetic counts whole microseconds (the resolution of `TIME`).
@@ -78,28 +86,25 @@ public:
     template <RedisModel M>
     class Table;
 
-    RedisStorage() : RedisStorage(Options{}) {}
     /// Throws: `std::invalid_argument` naming an option outside its range. Never connects.
-    explicit RedisStorage(Options options);
+    using StorageHandle::StorageHandle;
 
-    /// A limiter's namespace in Redis: keys `<prefix>:<name>:<model>:v<N>{<len>:<key>}`.
+    /// Keys: `<prefix>:<name>:<model>:v<N>{<len>:<key>}`.
     /// Throws: `std::invalid_argument` when the quota's arithmetic reaches 2^53 µs, or the
     /// name holds `{` or `}`.
     template <RedisModel M>
-    [[nodiscard]] Table<M> table(const LimiterOptions& options, const Quota& quota) const;
-
-    [[nodiscard]] RedisStats stats() const;
-
-private:
-    std::shared_ptr<detail::RedisShared> shared_;
+    [[nodiscard]] Table<M> table(const LimiterOptions& options, const Quota& quota) const {
+        if (options.name.find_first_of("{}") != std::string::npos) {
+            detail::throwInvalidArgument(
+                "LimiterOptions.name must not contain '{' or '}' with Redis (got \"" +
+                options.name + "\")");
+        }
+        detail::checkRange<M>(quota, detail::kRedisRange);
+        return Table<M>(shared(), options, quota);
+    }
 };
 
 namespace detail {
-
-/// Lua numbers are doubles: values below 2^53, spans below 2^51 µs (so that a window and the
-/// sums of times and spans a step forms stay below 2^53), and count·period below 2^53 (the
-/// window algorithms' products, which C++ forms in 128 bits).
-inline constexpr StorageRange kRedisRange{"Redis", "us", " (exact integers in Lua)", 53, 51, 53};
 
 /// The quota a script reads, in ARGV order after the call's own arguments: one list gives
 /// the script its names (`QUOTA`) and the request its values, so the two cannot disagree.
@@ -184,7 +189,7 @@ private:
 
 /// What every copy of one `RedisStorage` handle shares: options, the resolved address, this
 /// process's link and the counters.
-struct RedisShared {
+struct RedisShared final : RefCounted {
     RedisStorageOptions options;
     RedisAddress address;
     RedisPoolCounters poolCounters;
@@ -196,8 +201,22 @@ struct RedisShared {
     std::array<std::atomic<std::uint64_t>, kStoreErrorKinds> failuresByKind{};
 
     explicit RedisShared(RedisStorageOptions opts)
-        : options(std::move(opts)),
+        : options(checked(std::move(opts))),
           address(resolveRedisAddress(options.host, options.port, options.unixSocket)) {}
+
+    [[nodiscard]] RedisStats stats() const {
+        RedisStats s;
+        s.requests = requests.load(std::memory_order_relaxed);
+        s.scriptResends = scriptResends.load(std::memory_order_relaxed);
+        s.connectsOpened = poolCounters.connectsOpened.load(std::memory_order_relaxed);
+        s.failures = failures.load(std::memory_order_relaxed);
+        s.shortCircuited = shortCircuited.load(std::memory_order_relaxed);
+        s.writes = poolCounters.writes.load(std::memory_order_relaxed);
+        for (std::size_t kind = 0; kind < kStoreErrorKinds; ++kind) {
+            s.failuresByKind[kind] = failuresByKind[kind].load(std::memory_order_relaxed);
+        }
+        return s;
+    }
 
     /// The deadline of a call that starts now.
     [[nodiscard]] Deadline deadline() const {
@@ -210,13 +229,65 @@ struct RedisShared {
             options.onEvent(*event);
         }
     }
+
+    /// `options`, once each is in its range. Throws: `std::invalid_argument` naming one that is
+    /// not.
+    static RedisStorageOptions checked(RedisStorageOptions options) {
+        // "RedisStorage::Options.<field> ... (got <value><unit>)".
+        const auto bad = [](std::string_view field, std::string_view rule, auto value,
+                            std::string_view unit = "") {
+            throwInvalidArgument(
+                {"RedisStorage::Options.", field, " ", rule, " (got ", Decimal(value), unit, ")"});
+        };
+        constexpr int kMaxPort = 65535;
+        if (options.unixSocket.empty() && (options.port < 1 || options.port > kMaxPort)) {
+            bad("port", "must be in 1..65535", options.port);
+        }
+        if (options.unixSocket.empty() && options.host.empty()) {
+            throwInvalidArgument(
+                "RedisStorage::Options.host must not be empty without a "
+                "unixSocket");
+        }
+        if (options.database < 0) {
+            bad("database", "must be >= 0", options.database);
+        }
+        if (options.timeout < std::chrono::milliseconds{1} ||
+            options.timeout > std::chrono::minutes{1}) {
+            bad("timeout", "must be in 1ms..1min", options.timeout.count(), "ms");
+        }
+        if (options.poolSize < 1 || options.poolSize > 1024) {
+            bad("poolSize", "must be in 1..1024", options.poolSize);
+        }
+        if (options.keyPrefix.find_first_of("{}") != std::string::npos) {
+            throwInvalidArgument(
+                {"RedisStorage::Options.keyPrefix must not contain '{' or "
+                 "'}' (got \"",
+                 options.keyPrefix, "\")"});
+        }
+        if (options.breakerBackoff < std::chrono::milliseconds{1} ||
+            options.breakerMaxBackoff < options.breakerBackoff) {
+            throwInvalidArgument(
+                "RedisStorage::Options.breakerBackoff must be >= 1ms and <= "
+                "breakerMaxBackoff");
+        }
+        if (options.fallbackMaxKeys < 1) {
+            throwInvalidArgument("RedisStorage::Options.fallbackMaxKeys must be >= 1");
+        }
+        if (options.pipelineConnections < 1 || options.pipelineConnections > 1024) {
+            bad("pipelineConnections", "must be in 1..1024", options.pipelineConnections);
+        }
+        if (options.maxPipeline < 1 || options.maxPipeline > 65536) {
+            bad("maxPipeline", "must be in 1..65536", options.maxPipeline);
+        }
+        return options;
+    }
 };
 
 /// A limiter's fallback table (`FailurePolicy::kFallBackToMemory`), one per process
 /// (`PerProcess`): a forked child makes its own on its first degraded call and never touches its
 /// parent's, whose slots a parent's thread may have held locked at the fork.
 template <RedisModel M>
-class RedisFallback {
+class RedisFallback final : public RefCounted {
 public:
     RedisFallback(std::size_t maxKeys, LimiterOptions options, const Quota& quota,
                   const RedisLink& link)
@@ -255,7 +326,7 @@ private:
 template <RedisModel M>
 class RedisStorage::Table {
 public:
-    Table(std::shared_ptr<detail::RedisShared> shared, const LimiterOptions& options,
+    Table(detail::Ref<detail::RedisShared> shared, const LimiterOptions& options,
           const Quota& quota)
         : shared_(std::move(shared)),
           keyPrefix_(shared_->options.keyPrefix + ":" + options.name + ":" + std::string(M::kName) +
@@ -266,7 +337,7 @@ public:
           quota_(quota),
           policy_(options.failurePolicy),
           quotaArguments_(detail::quotaArguments(quota)),
-          fallback_(std::make_shared<detail::RedisFallback<M>>(
+          fallback_(detail::Ref<detail::RedisFallback<M>>::make(
               shared_->options.fallbackMaxKeys, options, quota, shared_->links.current())) {}
 
     /// One check at the time `now` gives (µs ticks of the limiter's clock), read just before
@@ -434,91 +505,15 @@ private:
         return d;
     }
 
-    std::shared_ptr<detail::RedisShared> shared_;
+    detail::Ref<detail::RedisShared> shared_;
     std::string keyPrefix_;
     std::string script_;
     std::string sha_;
     Quota quota_;
     FailurePolicy policy_;
     std::vector<std::string> quotaArguments_;
-    std::shared_ptr<detail::RedisFallback<M>> fallback_;
+    detail::Ref<detail::RedisFallback<M>> fallback_;
 };
-
-inline RedisStorage::RedisStorage(Options options) {
-    // "RedisStorage::Options.<field> ... (got <value><unit>)".
-    const auto bad = [](std::string_view field, std::string_view rule, auto value,
-                        std::string_view unit = "") {
-        detail::throwInvalidArgument({"RedisStorage::Options.", field, " ", rule, " (got ",
-                                      detail::Decimal(value), unit, ")"});
-    };
-    constexpr int kMaxPort = 65535;
-    if (options.unixSocket.empty() && (options.port < 1 || options.port > kMaxPort)) {
-        bad("port", "must be in 1..65535", options.port);
-    }
-    if (options.unixSocket.empty() && options.host.empty()) {
-        detail::throwInvalidArgument(
-            "RedisStorage::Options.host must not be empty without a "
-            "unixSocket");
-    }
-    if (options.database < 0) {
-        bad("database", "must be >= 0", options.database);
-    }
-    if (options.timeout < std::chrono::milliseconds{1} ||
-        options.timeout > std::chrono::minutes{1}) {
-        bad("timeout", "must be in 1ms..1min", options.timeout.count(), "ms");
-    }
-    if (options.poolSize < 1 || options.poolSize > 1024) {
-        bad("poolSize", "must be in 1..1024", options.poolSize);
-    }
-    if (options.keyPrefix.find_first_of("{}") != std::string::npos) {
-        detail::throwInvalidArgument(
-            {"RedisStorage::Options.keyPrefix must not contain '{' or "
-             "'}' (got \"",
-             options.keyPrefix, "\")"});
-    }
-    if (options.breakerBackoff < std::chrono::milliseconds{1} ||
-        options.breakerMaxBackoff < options.breakerBackoff) {
-        detail::throwInvalidArgument(
-            "RedisStorage::Options.breakerBackoff must be >= 1ms and <= "
-            "breakerMaxBackoff");
-    }
-    if (options.fallbackMaxKeys < 1) {
-        detail::throwInvalidArgument("RedisStorage::Options.fallbackMaxKeys must be >= 1");
-    }
-    if (options.pipelineConnections < 1 || options.pipelineConnections > 1024) {
-        bad("pipelineConnections", "must be in 1..1024", options.pipelineConnections);
-    }
-    if (options.maxPipeline < 1 || options.maxPipeline > 65536) {
-        bad("maxPipeline", "must be in 1..65536", options.maxPipeline);
-    }
-    shared_ = std::make_shared<detail::RedisShared>(std::move(options));
-}
-
-template <RedisModel M>
-RedisStorage::Table<M> RedisStorage::table(const LimiterOptions& options,
-                                           const Quota& quota) const {
-    if (options.name.find_first_of("{}") != std::string::npos) {
-        detail::throwInvalidArgument(
-            "LimiterOptions.name must not contain '{' or '}' with Redis (got \"" + options.name +
-            "\")");
-    }
-    detail::checkRange<M>(quota, detail::kRedisRange);
-    return Table<M>(shared_, options, quota);
-}
-
-inline RedisStats RedisStorage::stats() const {
-    RedisStats s;
-    s.requests = shared_->requests.load(std::memory_order_relaxed);
-    s.scriptResends = shared_->scriptResends.load(std::memory_order_relaxed);
-    s.connectsOpened = shared_->poolCounters.connectsOpened.load(std::memory_order_relaxed);
-    s.failures = shared_->failures.load(std::memory_order_relaxed);
-    s.shortCircuited = shared_->shortCircuited.load(std::memory_order_relaxed);
-    s.writes = shared_->poolCounters.writes.load(std::memory_order_relaxed);
-    for (std::size_t kind = 0; kind < kStoreErrorKinds; ++kind) {
-        s.failuresByKind[kind] = shared_->failuresByKind[kind].load(std::memory_order_relaxed);
-    }
-    return s;
-}
 
 }  // namespace v1
 }  // namespace ratelimit

@@ -3,10 +3,12 @@
 #include <concepts>
 #include <cstdint>
 #include <string_view>
+#include <utility>
 
 #include <ratelimit/algorithms/model.hpp>
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/checked_math.hpp>
+#include <ratelimit/detail/ref_counted.hpp>
 #include <ratelimit/detail/throw.hpp>
 #include <ratelimit/detail/tick_source.hpp>
 #include <ratelimit/options.hpp>
@@ -40,6 +42,26 @@ concept StoragePolicy = AlgorithmModel<M> && std::copy_constructible<S> &&
 };
 
 namespace detail {
+
+/// The handle a storage is (see `StoragePolicy`): copies share one `Shared` (a `RefCounted`),
+/// which is made from the storage's options and checks them. With no options, the defaults.
+template <class Shared, class StorageOptions, class Stats>
+class StorageHandle {
+public:
+    using Options = StorageOptions;
+
+    StorageHandle() : StorageHandle(Options{}) {}
+    explicit StorageHandle(Options options) : shared_(Ref<Shared>::make(std::move(options))) {}
+
+    /// The store's counters, a snapshot. Thread-safe.
+    [[nodiscard]] Stats stats() const { return shared_->stats(); }
+
+protected:
+    [[nodiscard]] const Ref<Shared>& shared() const noexcept { return shared_; }
+
+private:
+    Ref<Shared> shared_;
+};
 
 template <class S>
 inline constexpr std::int64_t kStorageNanosPerTick = [] {
