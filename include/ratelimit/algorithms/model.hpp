@@ -59,9 +59,9 @@ struct BucketKind {
 };
 
 /// What a limiter needs from an algorithm: a per-key `State` whose value-initialised form is
-/// the fresh key, and a pure `step` over it. A model is stateless: every member is a pure
-/// function of its arguments, so any number of threads may call it. The library's models take
-/// `kName` from `ModelNames`.
+/// the fresh key, and a pure `step` over it. A model is stateless: its functions are pure
+/// functions of their arguments, so any number of threads may call them. The library's models
+/// take `kName` from `ModelNames`.
 ///
 /// `step(state, quota, now, cost)` decides and applies one request: it changes `state` only
 /// when it admits a cost above zero, or to rebase a key whose clock stepped back; a cost above

@@ -38,7 +38,8 @@ namespace ratelimit {
 inline namespace v1 {
 
 /// What the Redis storage needs from a model beyond `AlgorithmModel`: its step as Lua, the hash
-/// fields its state is stored in, and the version of that encoding.
+/// fields its state is stored in, and the version of that encoding (the library's models take
+/// both from `ModelNames`).
 template <class M>
 concept RedisModel = AlgorithmModel<M> && requires {
     { M::kLua } -> std::convertible_to<std::string_view>;
