@@ -1,6 +1,5 @@
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <string_view>
 
@@ -140,7 +139,8 @@ private:
             const Tick e = detail::windowElapsed(s.into, s.last, now);
             if (e >= q.period) {
                 s.used = 0;
-                s.into = std::min(detail::alignedInto(now, q.period), e - q.period);
+                const Tick aligned = detail::alignedInto(now, q.period);
+                s.into = aligned < e - q.period ? aligned : e - q.period;
             } else {
                 s.into = e;
             }

@@ -1,6 +1,5 @@
 #pragma once
 
-#include <algorithm>
 #include <array>
 #include <string_view>
 
@@ -14,7 +13,8 @@ template <const std::string_view& A, const std::string_view& B>
 struct JoinedString {
     static constexpr std::array<char, A.size() + B.size()> kChars = [] {
         std::array<char, A.size() + B.size()> out{};
-        std::copy(B.begin(), B.end(), std::copy(A.begin(), A.end(), out.begin()));
+        A.copy(out.data(), A.size());
+        B.copy(out.data() + A.size(), B.size());
         return out;
     }();
     static constexpr std::string_view kValue{kChars.data(), kChars.size()};
