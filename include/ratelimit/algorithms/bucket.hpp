@@ -21,8 +21,7 @@ struct BucketOutcome {
     std::int64_t deficitAfter = 0;
 };
 
-RATELIMIT_ALWAYS_INLINE BucketOutcome bucketStep(const Quota& q, std::int64_t deficit,
-                                                 std::int64_t cost) noexcept {
+inline BucketOutcome bucketStep(const Quota& q, std::int64_t deficit, std::int64_t cost) noexcept {
     // Every dividend is below 2^62 + 2^62 (deficits and capacity are below 2^62).
     const auto reset = [&](std::int64_t d) { return q.perTick.ceil(d); };
     const auto remaining = [&](std::int64_t d) { return q.perToken.floor(q.capacityUnits - d); };

@@ -33,8 +33,7 @@ struct FixedWindowModel : WindowKind, ModelNames<"fixed_window", 2, "last", "int
         std::int64_t used = 0;  ///< 0 marks a fresh key
     };
 
-    RATELIMIT_ALWAYS_INLINE static Decision step(State& state, const Quota& q, Tick now,
-                                                 std::int64_t cost) noexcept {
+    static Decision step(State& state, const Quota& q, Tick now, std::int64_t cost) noexcept {
         State view = state;
         const bool steppedBack = rebaseAndRoll(view, q, now);
         const Tick left = q.period - view.into;

@@ -32,8 +32,7 @@ struct SlidingCounterModel
         std::int64_t current = 0;
     };
 
-    RATELIMIT_ALWAYS_INLINE static Decision step(State& state, const Quota& q, Tick now,
-                                                 std::int64_t cost) noexcept {
+    static Decision step(State& state, const Quota& q, Tick now, std::int64_t cost) noexcept {
         using detail::Int128;
         State view = state;
         const bool steppedBack = rebaseAndRoll(view, q, now);

@@ -24,8 +24,7 @@ struct TokenBucketModel : BucketKind, ModelNames<"token_bucket", 1, "last", "def
         std::int64_t deficit = 0;
     };
 
-    RATELIMIT_ALWAYS_INLINE static Decision step(State& state, const Quota& q, Tick now,
-                                                 std::int64_t cost) noexcept {
+    static Decision step(State& state, const Quota& q, Tick now, std::int64_t cost) noexcept {
         const bool steppedBack = state.deficit > 0 && now < state.last;
         const auto outcome = detail::bucketStep(q, deficitAt(state, q, now), cost);
         if (cost > 0 && cost <= q.burst && (outcome.decision.allowed || steppedBack)) {

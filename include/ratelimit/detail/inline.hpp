@@ -1,12 +1,10 @@
 #pragma once
 
-// Inlining hints for the memory storage's hot path: its few small functions must collapse into
-// one (a call chain there copies the 48-byte Decision through the stack several times), while
-// the rare paths (inserting a key, spilling) stay out of line so the hot one stays small.
+// The memory storage's rare paths (inserting a key, spilling, sweeping, the contended lock) are
+// kept out of line and marked cold, so the hot path the compiler inlines stays small: quick to
+// run and quick to compile.
 #if defined(__GNUC__) || defined(__clang__)
-#    define RATELIMIT_ALWAYS_INLINE [[gnu::always_inline]] inline
 #    define RATELIMIT_COLD [[gnu::cold, gnu::noinline]]
 #else
-#    define RATELIMIT_ALWAYS_INLINE inline
 #    define RATELIMIT_COLD
 #endif

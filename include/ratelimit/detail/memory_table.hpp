@@ -246,8 +246,7 @@ inline std::uint64_t reduce(std::uint64_t hash, std::size_t n) noexcept {
 /// Places a key whose digest is `d` in a table of `groupCount` groups. It writes into `p` in
 /// place: a returned struct, copied into the caller's lookup, costs the step path a
 /// store-forwarding stall.
-RATELIMIT_ALWAYS_INLINE void placeKey(const Digest128& d, std::size_t groupCount,
-                                      KeyPlacement& p) noexcept {
+inline void placeKey(const Digest128& d, std::size_t groupCount, KeyPlacement& p) noexcept {
     constexpr std::size_t kTagValues = 255;
     constexpr unsigned kHalf = 32;
     p.groups = {reduce(d.low, groupCount), reduce(d.high, groupCount)};
@@ -305,8 +304,7 @@ public:
     /// Calls on one key take effect in the order of their times: the time is read before the
     /// key's lock (so the lock is held for the step alone), and read again under it when
     /// another call wrote a later time meanwhile.
-    RATELIMIT_ALWAYS_INLINE Decision step(std::string_view key, TickSource now, std::int64_t cost,
-                                          StepMode mode) {
+    Decision step(std::string_view key, TickSource now, std::int64_t cost, StepMode mode) {
         const Lookup k = lookupKey(key);
         const Request r{now, now(), cost, mode, Action::kStep};
         Decision d;
@@ -410,7 +408,7 @@ private:
         return spill_[k.spillHash % keyspace_->options.spillEntries];
     }
 
-    [[nodiscard]] RATELIMIT_ALWAYS_INLINE Lookup lookupKey(std::string_view key) const noexcept {
+    [[nodiscard]] Lookup lookupKey(std::string_view key) const noexcept {
         static_assert(StoredKey::kInline == ShortKeyHash::kMaxLength);
         const Digest128 d = key.size() <= StoredKey::kInline ? keyspace_->shortKeyHasher(key)
                                                              : keyspace_->longKeyHasher(key);
@@ -445,7 +443,7 @@ private:
         }
     };
 
-    RATELIMIT_ALWAYS_INLINE Decision run(Slot& s, const Request& r) RATELIMIT_REQUIRES(s.lock) {
+    Decision run(Slot& s, const Request& r) RATELIMIT_REQUIRES(s.lock) {
         if (r.action == Action::kReset) {
             s.state = typename M::State{};
             return Decision{};
@@ -476,8 +474,8 @@ private:
 
     /// Runs `r` on the key's slot under its lock; false when the key has no slot, with what the
     /// look saw in `seen`. The step is inlined here once, whichever group holds the slot.
-    RATELIMIT_ALWAYS_INLINE bool visit(const Lookup& k, const Request& r, Decision& out,
-                                       TagCounts& seen) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
+    bool visit(const Lookup& k, const Request& r, Decision& out,
+               TagCounts& seen) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
         Group* first = groups_[k.groups[0]].load(std::memory_order_acquire);
         Group* second = groups_[k.groups[1]].load(std::memory_order_acquire);
         if (second != nullptr) {
@@ -499,8 +497,8 @@ private:
 
     /// The key's slot in `g`, returned locked (clang's analysis cannot follow a lock out of a
     /// function, so its callers opt out of it), or null.
-    RATELIMIT_ALWAYS_INLINE Slot* lockOwnSlot(Group& g, const Lookup& k, std::uint32_t& seen)
-        RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
+    Slot* lockOwnSlot(Group& g, const Lookup& k,
+                      std::uint32_t& seen) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
         // Read before the tags: a tag changed after this read changes the count too.
         seen = g.tagChanges.load(std::memory_order_acquire);
         for (std::size_t w = 0; w < kTagWords; ++w) {

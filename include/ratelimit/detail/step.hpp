@@ -9,7 +9,6 @@
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/checked_math.hpp>
 #include <ratelimit/detail/chrono.hpp>
-#include <ratelimit/detail/inline.hpp>
 #include <ratelimit/quota.hpp>
 
 namespace ratelimit {
@@ -17,9 +16,8 @@ inline namespace v1 {
 namespace detail {
 
 /// A `Decision` with its durations in ticks converted to nanoseconds.
-RATELIMIT_ALWAYS_INLINE Decision decision(const Quota& q, bool allowed, std::int64_t remaining,
-                                          std::chrono::nanoseconds retryAfter,
-                                          Tick resetTicks) noexcept {
+inline Decision decision(const Quota& q, bool allowed, std::int64_t remaining,
+                         std::chrono::nanoseconds retryAfter, Tick resetTicks) noexcept {
     Decision d;
     d.allowed = allowed;
     d.limit = q.capacity;
@@ -30,21 +28,19 @@ RATELIMIT_ALWAYS_INLINE Decision decision(const Quota& q, bool allowed, std::int
 }
 
 /// The cost is admitted: `remaining` after it, the key fresh again `resetTicks` from now.
-RATELIMIT_ALWAYS_INLINE Decision admitted(const Quota& q, std::int64_t remaining,
-                                          Tick resetTicks) noexcept {
+inline Decision admitted(const Quota& q, std::int64_t remaining, Tick resetTicks) noexcept {
     return decision(q, true, remaining, std::chrono::nanoseconds{0}, resetTicks);
 }
 
 /// The cost is refused: the same call passes `retryTicks` from now.
-RATELIMIT_ALWAYS_INLINE Decision refused(const Quota& q, std::int64_t remaining, Tick retryTicks,
-                                         Tick resetTicks) noexcept {
+inline Decision refused(const Quota& q, std::int64_t remaining, Tick retryTicks,
+                        Tick resetTicks) noexcept {
     return decision(q, false, remaining, std::chrono::nanoseconds{retryTicks * q.nanosPerTick},
                     resetTicks);
 }
 
 /// The cost is above the capacity: refused for ever, whatever the wait.
-RATELIMIT_ALWAYS_INLINE Decision refusedForever(const Quota& q, std::int64_t remaining,
-                                                Tick resetTicks) noexcept {
+inline Decision refusedForever(const Quota& q, std::int64_t remaining, Tick resetTicks) noexcept {
     return decision(q, false, remaining, Decision::kNever, resetTicks);
 }
 
@@ -56,8 +52,7 @@ RATELIMIT_ALWAYS_INLINE Decision refusedForever(const Quota& q, std::int64_t rem
 /// Redis applies the same rule in its script (detail/redis_script.hpp).
 /// `M` is an `AlgorithmModel` (algorithms/model.hpp).
 template <class M>
-RATELIMIT_ALWAYS_INLINE Decision applyStep(typename M::State& state, const Quota& q, Tick now,
-                                           std::int64_t cost) {
+inline Decision applyStep(typename M::State& state, const Quota& q, Tick now, std::int64_t cost) {
     const Tick last = M::lastWrite(state);
     Tick late = 0;
     if (now < last && satSub(last, now) <= q.lateTolerance) {

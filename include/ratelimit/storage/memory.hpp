@@ -8,7 +8,6 @@
 #include <ratelimit/algorithms/model.hpp>
 #include <ratelimit/clock.hpp>
 #include <ratelimit/decision.hpp>
-#include <ratelimit/detail/inline.hpp>
 #include <ratelimit/detail/memory_table.hpp>
 #include <ratelimit/detail/ref_counted.hpp>
 #include <ratelimit/detail/slot_lock.hpp>
@@ -72,9 +71,8 @@ public:
     explicit Table(detail::Ref<detail::MemoryTable<M>> impl) : impl_(std::move(impl)) {}
 
     /// Applies the model's step to `key` atomically. Throws: `std::bad_alloc` only.
-    [[nodiscard]] RATELIMIT_ALWAYS_INLINE Decision step(std::string_view key,
-                                                        detail::TickSource now, std::int64_t cost,
-                                                        StepMode mode) const {
+    [[nodiscard]] Decision step(std::string_view key, detail::TickSource now, std::int64_t cost,
+                                StepMode mode) const {
         return impl_->step(key, now, cost, mode);
     }
     /// Makes `key` fresh (a spilled key shares its entry and is left alone).
