@@ -5,7 +5,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <string_view>
 
@@ -43,18 +42,17 @@ constexpr int hexValue(char c) noexcept {
 }
 
 /// The value of `digits`, one or more decimal digits and nothing else, when it is at most
-/// `max`; nullopt otherwise (an empty text, another character, a value above `max`).
-constexpr std::optional<std::int64_t> decimalValue(std::string_view digits,
-                                                   std::int64_t max) noexcept {
+/// `max` (>= 0); -1 otherwise (an empty text, another character, a value above `max`).
+constexpr std::int64_t decimalValue(std::string_view digits, std::int64_t max) noexcept {
     constexpr std::int64_t kRadix = 10;
     if (digits.empty()) {
-        return std::nullopt;
+        return -1;
     }
     std::int64_t value = 0;
     for (const char c : digits) {
         const std::int64_t digit = c - '0';
         if (!isDigit(c) || digit > max || value > (max - digit) / kRadix) {
-            return std::nullopt;  // value · 10 + digit would pass max
+            return -1;  // value · 10 + digit would pass max
         }
         value = value * kRadix + digit;
     }

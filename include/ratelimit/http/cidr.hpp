@@ -392,11 +392,11 @@ public:
         int prefix = width;
         if (slash != std::string_view::npos) {
             const std::string_view digits = text.substr(slash + 1);
-            const std::optional<std::int64_t> value = detail::ascii::decimalValue(digits, width);
-            if (!value || (digits.size() > 1 && digits[0] == '0')) {
+            const std::int64_t value = detail::ascii::decimalValue(digits, width);
+            if (value < 0 || (digits.size() > 1 && digits[0] == '0')) {
                 return std::nullopt;  // not a length up to the width, or a leading zero
             }
-            prefix = static_cast<int>(*value);
+            prefix = static_cast<int>(value);
         }
         if (address->masked(prefix) != *address) {
             return std::nullopt;

@@ -410,12 +410,12 @@ private:
     }
 
     static std::int64_t number(std::string_view s, const std::string& what) {
-        const std::optional<std::int64_t> v = detail::ascii::decimalValue(s, kMaxNumber);
-        if (!v || s.size() > kMaxDigits) {
+        const std::int64_t v = detail::ascii::decimalValue(s, kMaxNumber);
+        if (v < 0 || s.size() > kMaxDigits) {
             detail::throwInvalidArgument(what + " must be a whole number (got '" + std::string(s) +
                                          "')");
         }
-        return *v;
+        return v;
     }
 
     static std::string defaultName(std::string_view prefix) {
