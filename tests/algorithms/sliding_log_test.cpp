@@ -5,13 +5,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include <ratelimit/algorithms/sliding_log.hpp>
+#include <ratelimit/detail/compact_vector.hpp>
 
 #include "algorithms/common.hpp"
 #include "support/algorithm_references.hpp"
@@ -252,3 +255,86 @@ TEST_CASE("SlidingLog: a window of 2^62 ns or more is refused at construction",
 }
 
 }  // namespace ratelimit_test
+
+// ---------------------------------------------------------------------------------------------
+// The runs' container (include/ratelimit/detail/compact_vector.hpp)
+
+namespace {
+
+struct Pair {
+    std::int64_t a = 0;
+    std::int64_t b = 0;
+};
+
+using Pairs = ratelimit::detail::CompactVector<Pair>;
+
+/// The `a` fields in order, as a number with one digit each (values 0..9).
+std::int64_t digits(const Pairs& v) {
+    std::int64_t out = 0;
+    for (const Pair& p : v) {
+        out = out * 10 + p.a;
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("CompactVector: grows by doubling and keeps its elements in order", "[compact_vector]") {
+    STATIC_REQUIRE(sizeof(Pairs) == 16);
+    Pairs v;
+    CHECK(v.empty());
+    CHECK(v.capacity() == 0);
+    for (std::int64_t i = 1; i <= 9; ++i) {
+        v.push_back(Pair{i, -i});
+        CHECK(v.size() == static_cast<std::size_t>(i));
+        CHECK(v.back().b == -i);
+    }
+    CHECK(v.capacity() == 16);  // 1, 2, 4, 8, 16: never more than twice the size
+    CHECK(digits(v) == 123456789);
+    v[0].a = 9;
+    CHECK(v[0].a == 9);
+}
+
+TEST_CASE("CompactVector: eraseFront drops a prefix and keeps the rest", "[compact_vector]") {
+    Pairs v;
+    for (std::int64_t i = 1; i <= 6; ++i) {
+        v.push_back(Pair{i, 0});
+    }
+    v.eraseFront(0);
+    CHECK(digits(v) == 123456);
+    v.eraseFront(2);
+    CHECK(digits(v) == 3456);
+    v.eraseFront(1);
+    CHECK(digits(v) == 456);
+    v.eraseFront(3);
+    CHECK(v.empty());
+    v.push_back(Pair{7, 0});  // the room stays
+    CHECK(digits(v) == 7);
+    CHECK(v.capacity() == 8);
+}
+
+TEST_CASE("CompactVector: copies are deep, moves leave the source empty", "[compact_vector]") {
+    Pairs v;
+    for (std::int64_t i = 1; i <= 5; ++i) {
+        v.push_back(Pair{i, 0});
+    }
+    Pairs copy = v;
+    copy[0].a = 9;
+    copy.push_back(Pair{6, 0});
+    CHECK(digits(v) == 12345);
+    CHECK(digits(copy) == 923456);
+    CHECK(copy.capacity() <= 2 * copy.size());
+
+    Pairs moved = std::move(copy);
+    CHECK(digits(moved) == 923456);
+    CHECK(copy.empty());  // NOLINT(bugprone-use-after-move,clang-analyzer-cplusplus.Move): defined
+
+    Pairs assigned;
+    assigned = v;
+    CHECK(digits(assigned) == 12345);
+    assigned = Pairs{};
+    CHECK(assigned.empty());
+    v.reserve(2);  // below the room: nothing changes
+    CHECK(v.capacity() == 8);
+    CHECK(digits(v) == 12345);
+}

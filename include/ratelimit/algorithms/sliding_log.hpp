@@ -3,11 +3,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
-#include <vector>
 
 #include <ratelimit/algorithms/model.hpp>
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/checked_math.hpp>
+#include <ratelimit/detail/compact_vector.hpp>
 #include <ratelimit/limit.hpp>
 
 namespace ratelimit {
@@ -19,17 +19,19 @@ inline namespace v1 {
 ///
 /// State: runs of (time, count), oldest first, merged when times are equal. At most
 /// `Quota::maxRunsPerKey` runs: beyond it the two oldest merge at the later one's time, so
-/// their entries expire later, never earlier (conservative: it never over-admits). 24 bytes
-/// (a vector) plus 16 per run. In Redis, one hash field holds the runs as "time count" pairs,
-/// oldest first.
+/// their entries expire later, never earlier (conservative: it never over-admits). 16 bytes
+/// (a `detail::CompactVector`) plus 16 per run. In Redis, one hash field holds the runs as "time
+/// count" pairs, oldest first.
 struct SlidingLogModel : WindowKind, ModelNames<"sliding_log", 1, "runs"> {
     struct Run {
         Tick time = 0;
         std::int64_t count = 0;
     };
 
+    using Runs = detail::CompactVector<Run>;
+
     struct State {
-        std::vector<Run> runs;
+        Runs runs;
     };
 
     static Decision step(State& state, const Quota& q, Tick now, std::int64_t cost) {
@@ -39,7 +41,7 @@ struct SlidingLogModel : WindowKind, ModelNames<"sliding_log", 1, "runs"> {
         // A step back: the call is answered from the log moved so that its newest entry sits at
         // `now`, so its waits are those of the log it leaves. The move is written even by a
         // refusal; a peek or a cost above the capacity writes nothing.
-        std::vector<Run> moved = movedBack(state.runs, q, now);
+        Runs moved = movedBack(state.runs, q, now);
         const Decision d = stepAt(moved, q, now, cost);
         if (cost >= 1 && cost <= q.count) {
             state.runs = std::move(moved);
@@ -160,14 +162,15 @@ end
 
     static ModelRange range(const Quota& q) noexcept { return {q.period, q.count}; }
 
-    /// Most heap bytes one key's runs can hold (a vector's growth may double its capacity).
+    /// Most heap bytes one key's runs can hold (growth doubles the room: at most 2·(maxRuns + 1)
+    /// runs).
     static std::size_t heapBytes(const Quota& q) noexcept {
         return 2 * static_cast<std::size_t>(q.maxRunsPerKey + 1) * sizeof(Run);
     }
 
 private:
     /// The step at a time no earlier than the newest run.
-    static Decision stepAt(std::vector<Run>& runs, const Quota& q, Tick now, std::int64_t cost) {
+    static Decision stepAt(Runs& runs, const Quota& q, Tick now, std::int64_t cost) {
         const auto age = [&](const Run& r) { return detail::satSub(now, r.time); };
         std::size_t first = 0;
         while (first < runs.size() && age(runs[first]) >= q.period) {
@@ -183,7 +186,7 @@ private:
         }
         if (used + cost <= q.count) {
             if (cost > 0) {
-                runs.erase(runs.begin(), runs.begin() + static_cast<std::ptrdiff_t>(first));
+                runs.eraseFront(first);
                 append(runs, now, cost, q.maxRunsPerKey);
             }
             return detail::admitted(q, q.count - used - cost, cost > 0 ? q.period : reset);
@@ -202,9 +205,9 @@ private:
     /// `time - shift`, whose shift may not fit 64 bits. Below the clock's range a moved time
     /// stays at the range's floor: that entry is younger than it was, so it expires later,
     /// never earlier.
-    static std::vector<Run> movedBack(const std::vector<Run>& runs, const Quota& q, Tick now) {
+    static Runs movedBack(const Runs& runs, const Quota& q, Tick now) {
         const Tick newest = runs.back().time;
-        std::vector<Run> moved;
+        Runs moved;
         moved.reserve(runs.size());
         for (const Run& r : runs) {
             const Tick age = detail::satSub(newest, r.time);
@@ -215,7 +218,7 @@ private:
         return moved;
     }
 
-    static void append(std::vector<Run>& runs, Tick now, std::int64_t cost, std::int64_t maxRuns) {
+    static void append(Runs& runs, Tick now, std::int64_t cost, std::int64_t maxRuns) {
         if (!runs.empty() && runs.back().time == now) {
             runs.back().count += cost;
             return;
@@ -223,7 +226,7 @@ private:
         runs.push_back(Run{now, cost});
         if (static_cast<std::int64_t>(runs.size()) > maxRuns) {
             runs[1].count += runs[0].count;
-            runs.erase(runs.begin());
+            runs.eraseFront(1);
         }
     }
 };
