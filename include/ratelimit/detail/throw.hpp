@@ -1,7 +1,6 @@
 #pragma once
 
 #include <array>
-#include <charconv>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -45,25 +44,33 @@ public:
         : Decimal(static_cast<std::int64_t>(value), std::cmp_less(value, 0)) {}
 
     // NOLINTNEXTLINE(google-explicit-constructor): a message piece, used in place
-    operator std::string_view() const noexcept { return {digits_.data(), size_}; }
+    operator std::string_view() const noexcept {
+        return {digits_.data() + first_, digits_.size() - first_};
+    }
 
 private:
     /// One conversion, of |value| as an unsigned 64-bit value, serves every type: `bits` holds
     /// the value's two's complement bits (so an unsigned value above 2^63 passes unchanged).
+    /// Written from the right, least significant digit first (std::to_chars would do it too,
+    /// at the price of <charconv> in every file that includes the limiter).
     Decimal(std::int64_t bits, bool negative) noexcept {
-        const auto magnitude =
+        constexpr std::uint64_t kRadix = 10;
+        auto magnitude =
             negative ? 0 - static_cast<std::uint64_t>(bits) : static_cast<std::uint64_t>(bits);
-        char* begin = digits_.data();
+        std::size_t first = digits_.size();
+        do {
+            digits_[--first] = static_cast<char>('0' + magnitude % kRadix);
+            magnitude /= kRadix;
+        } while (magnitude != 0);
         if (negative) {
-            *begin++ = '-';
+            digits_[--first] = '-';
         }
-        size_ = static_cast<std::size_t>(
-            std::to_chars(begin, digits_.data() + digits_.size(), magnitude).ptr - digits_.data());
+        first_ = first;
     }
 
     static constexpr std::size_t kDigits = 24;  // a sign and 20 digits fit
     std::array<char, kDigits> digits_{};
-    std::size_t size_ = 0;
+    std::size_t first_ = kDigits;  ///< where the text starts: it ends at the array's end
 };
 
 }  // namespace detail
