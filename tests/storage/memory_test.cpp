@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -779,6 +781,50 @@ TEST_CASE("MemoryStorage: limiters share a storage by name, model and limit",
         REQUIRE(drain(leaky, "k", 10) == 2);
         CHECK_FALSE(gcra.tryAcquire("k").allowed);
     }
+}
+
+TEST_CASE("MemoryStorage: limiters made and dropped on several threads share one table by name",
+          "[memory_storage][memory][concurrency]") {
+    // A table lives while a limiter of its name and model holds it; a limiter made meanwhile
+    // joins it, one made after the last is gone gets a new one, and stats() reads the live
+    // tables while others are made and dropped (the TSan leg runs this).
+    constexpr int kThreads = 4;
+    constexpr int kRounds = 200;
+    const Limit limit = Limit::perMinute(10'000);
+    ManualClock clock;
+    MemoryStorage storage{{.maxKeys = 64}};
+    MemoryLimiter<ratelimit::TokenBucketModel> holder{limit, storage, clock, {.name = "kept"}};
+    std::atomic<std::int64_t> admitted{0};
+    std::atomic<bool> ownReused{false};
+    std::atomic<bool> statsWrong{false};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+        threads.emplace_back([&, t] {
+            for (int i = 0; i < kRounds; ++i) {
+                MemoryLimiter<ratelimit::TokenBucketModel> twin{
+                    limit, storage, clock, {.name = "kept"}};
+                admitted += twin.tryAcquire("shared").allowed ? 1 : 0;
+                // A table of its own name, made and dropped by this thread alone.
+                MemoryLimiter<ratelimit::FixedWindowModel> own{
+                    limit, storage, clock, {.name = "own-" + std::to_string(t)}};
+                if (own.tryAcquire("k").remaining != limit.count - 1) {
+                    ownReused = true;  // it met an earlier round's table
+                }
+                if (storage.stats().trackedKeys > 1 + kThreads) {
+                    statsWrong = true;
+                }
+            }
+        });
+    }
+    for (std::thread& thread : threads) {
+        thread.join();
+    }
+    CHECK(admitted == kThreads * kRounds);
+    // Every twin counted against the holder's table.
+    CHECK(holder.peek("shared", 0).remaining == limit.burst - kThreads * kRounds);
+    CHECK_FALSE(ownReused);
+    CHECK_FALSE(statsWrong);
+    CHECK(storage.stats().trackedKeys == 1);  // only the holder's table is left
 }
 
 TEST_CASE("MemoryStorage: maxKeys bounds the entries of each limiter", "[memory_storage][memory]") {
