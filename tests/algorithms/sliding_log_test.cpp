@@ -285,7 +285,7 @@ TEST_CASE("CompactVector: grows by doubling and keeps its elements in order", "[
     CHECK(v.empty());
     CHECK(v.capacity() == 0);
     for (std::int64_t i = 1; i <= 9; ++i) {
-        v.push_back(Pair{i, -i});
+        v.append(Pair{i, -i});
         CHECK(v.size() == static_cast<std::size_t>(i));
         CHECK(v.back().b == -i);
     }
@@ -298,7 +298,7 @@ TEST_CASE("CompactVector: grows by doubling and keeps its elements in order", "[
 TEST_CASE("CompactVector: eraseFront drops a prefix and keeps the rest", "[compact_vector]") {
     Pairs v;
     for (std::int64_t i = 1; i <= 6; ++i) {
-        v.push_back(Pair{i, 0});
+        v.append(Pair{i, 0});
     }
     v.eraseFront(0);
     CHECK(digits(v) == 123456);
@@ -308,7 +308,7 @@ TEST_CASE("CompactVector: eraseFront drops a prefix and keeps the rest", "[compa
     CHECK(digits(v) == 456);
     v.eraseFront(3);
     CHECK(v.empty());
-    v.push_back(Pair{7, 0});  // the room stays
+    v.append(Pair{7, 0});  // the room stays
     CHECK(digits(v) == 7);
     CHECK(v.capacity() == 8);
 }
@@ -316,11 +316,11 @@ TEST_CASE("CompactVector: eraseFront drops a prefix and keeps the rest", "[compa
 TEST_CASE("CompactVector: copies are deep, moves leave the source empty", "[compact_vector]") {
     Pairs v;
     for (std::int64_t i = 1; i <= 5; ++i) {
-        v.push_back(Pair{i, 0});
+        v.append(Pair{i, 0});
     }
     Pairs copy = v;
     copy[0].a = 9;
-    copy.push_back(Pair{6, 0});
+    copy.append(Pair{6, 0});
     CHECK(digits(v) == 12345);
     CHECK(digits(copy) == 923456);
     CHECK(copy.capacity() <= 2 * copy.size());

@@ -788,8 +788,8 @@ TEST_CASE("MemoryStorage: limiters made and dropped on several threads share one
     // A table lives while a limiter of its name and model holds it; a limiter made meanwhile
     // joins it, one made after the last is gone gets a new one, and stats() reads the live
     // tables while others are made and dropped (the TSan leg runs this).
-    constexpr int kThreads = 4;
-    constexpr int kRounds = 200;
+    constexpr std::int64_t kThreads = 4;
+    constexpr std::int64_t kRounds = 200;
     const Limit limit = Limit::perMinute(10'000);
     ManualClock clock;
     MemoryStorage storage{{.maxKeys = 64}};
@@ -798,9 +798,10 @@ TEST_CASE("MemoryStorage: limiters made and dropped on several threads share one
     std::atomic<bool> ownReused{false};
     std::atomic<bool> statsWrong{false};
     std::vector<std::thread> threads;
-    for (int t = 0; t < kThreads; ++t) {
+    threads.reserve(kThreads);
+    for (std::int64_t t = 0; t < kThreads; ++t) {
         threads.emplace_back([&, t] {
-            for (int i = 0; i < kRounds; ++i) {
+            for (std::int64_t i = 0; i < kRounds; ++i) {
                 MemoryLimiter<ratelimit::TokenBucketModel> twin{
                     limit, storage, clock, {.name = "kept"}};
                 admitted += twin.tryAcquire("shared").allowed ? 1 : 0;

@@ -212,7 +212,7 @@ private:
         for (const Run& r : runs) {
             const Tick age = detail::satSub(newest, r.time);
             if (age < q.period) {
-                moved.push_back(Run{detail::satSub(now, age), r.count});
+                moved.append(Run{detail::satSub(now, age), r.count});
             }
         }
         return moved;
@@ -223,7 +223,7 @@ private:
             runs.back().count += cost;
             return;
         }
-        runs.push_back(Run{now, cost});
+        runs.append(Run{now, cost});
         if (static_cast<std::int64_t>(runs.size()) > maxRuns) {
             runs[1].count += runs[0].count;
             runs.eraseFront(1);

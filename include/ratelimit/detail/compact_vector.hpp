@@ -29,10 +29,16 @@ public:
         : data_(std::exchange(other.data_, nullptr)),
           size_(std::exchange(other.size_, 0)),
           capacity_(std::exchange(other.capacity_, 0)) {}
-    CompactVector& operator=(CompactVector other) noexcept {
-        std::swap(data_, other.data_);
-        std::swap(size_, other.size_);
-        std::swap(capacity_, other.capacity_);
+    CompactVector& operator=(const CompactVector& other) {
+        if (this != &other) {
+            CompactVector copy(other);
+            swap(copy);
+        }
+        return *this;
+    }
+    CompactVector& operator=(CompactVector&& other) noexcept {
+        CompactVector taken(std::move(other));
+        swap(taken);
         return *this;
     }
     ~CompactVector() {
@@ -46,12 +52,12 @@ public:
 
     T& operator[](std::size_t i) noexcept { return data_[i]; }
     const T& operator[](std::size_t i) const noexcept { return data_[i]; }
-    T& back() noexcept { return data_[size_ - 1]; }
-    const T& back() const noexcept { return data_[size_ - 1]; }
-    T* begin() noexcept { return data_; }
-    T* end() noexcept { return data_ + size_; }
-    const T* begin() const noexcept { return data_; }
-    const T* end() const noexcept { return data_ + size_; }
+    [[nodiscard]] T& back() noexcept { return data_[size_ - 1]; }
+    [[nodiscard]] const T& back() const noexcept { return data_[size_ - 1]; }
+    [[nodiscard]] T* begin() noexcept { return data_; }
+    [[nodiscard]] T* end() noexcept { return data_ + size_; }
+    [[nodiscard]] const T* begin() const noexcept { return data_; }
+    [[nodiscard]] const T* end() const noexcept { return data_ + size_; }
 
     /// Makes room for `n` elements in all.
     void reserve(std::size_t n) {
@@ -69,7 +75,7 @@ public:
 
     /// Appends `value`, doubling the room when full (room for one at first: most keys of a log
     /// hold one run), so it never holds room for more than twice its elements.
-    void push_back(const T& value) {
+    void append(const T& value) {
         if (size_ == capacity_) {
             reserve(capacity_ == 0 ? 1 : 2 * std::size_t{capacity_});
         }
@@ -85,6 +91,12 @@ public:
     }
 
 private:
+    void swap(CompactVector& other) noexcept {
+        std::swap(data_, other.data_);
+        std::swap(size_, other.size_);
+        std::swap(capacity_, other.capacity_);
+    }
+
     T* data_ = nullptr;
     std::uint32_t size_ = 0;
     std::uint32_t capacity_ = 0;

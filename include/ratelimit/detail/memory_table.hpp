@@ -69,57 +69,6 @@ inline HashSeeds hashSeeds(std::uint64_t seed) {
     return seeds;
 }
 
-class MemoryTableBase;
-
-/// What every handle of one `MemoryStorage` and each of its tables share: its options, its
-/// hashes, its hook, and the registry through which limiters of one name and model share a
-/// table. The last handle or table to go deletes it.
-/// Thread safety: thread-safe.
-class MemoryKeyspace final : public RefCounted {
-public:
-    /// Throws: `std::invalid_argument` naming an option outside its range.
-    explicit MemoryKeyspace(const MemoryStorageOptions& opts)
-        : MemoryKeyspace(checked(opts), hashSeeds(opts.seed)) {}
-    MemoryKeyspace(MemoryStorageOptions opts, const HashSeeds& seeds)
-        : options(std::move(opts)),
-          shortKeyHasher(seeds[0], seeds[1], seeds[2], seeds[3]),
-          longKeyHasher(seeds[kShortKeySeedWords], seeds[kShortKeySeedWords + 1]) {}
-
-    const MemoryStorageOptions options;
-    const ShortKeyHash shortKeyHasher;
-    const SipHash128 longKeyHasher;
-    SlotLock registryLock;  // rarely taken: a limiter's construction, `stats()`, a table's end
-
-    /// The live table of `name` and `model`, retained for the caller, or null.
-    [[nodiscard]] MemoryTableBase* retainTable(std::string_view name, std::string_view model)
-        RATELIMIT_REQUIRES(registryLock);
-    /// Lists a new table, so later limiters of its name and model share it.
-    void add(MemoryTableBase& table) RATELIMIT_REQUIRES(registryLock);
-    /// Unlists a table: the first step of its destruction, so the registry never reaches a
-    /// table whose memory is going.
-    void remove(const MemoryTableBase& table) RATELIMIT_EXCLUDES(registryLock);
-    /// The counters of the listed tables, summed.
-    [[nodiscard]] MemoryStats stats() RATELIMIT_EXCLUDES(registryLock);
-
-private:
-    /// `options`, once each is in its range.
-    static const MemoryStorageOptions& checked(const MemoryStorageOptions& options) {
-        constexpr std::size_t kMaxKeysBound = std::size_t{1} << 31;
-        constexpr std::size_t kSpillEntriesBound = std::size_t{1} << 16;
-        if (options.maxKeys < 1 || options.maxKeys > kMaxKeysBound) {
-            throwInvalidArgument({"MemoryStorage::Options.maxKeys must be in 1..2^31 (got ",
-                                  Decimal(options.maxKeys), ")"});
-        }
-        if (options.spillEntries < 1 || options.spillEntries > kSpillEntriesBound) {
-            throwInvalidArgument({"MemoryStorage::Options.spillEntries must be in 1..65536 (got ",
-                                  Decimal(options.spillEntries), ")"});
-        }
-        return options;
-    }
-
-    MemoryTableBase* tables_ RATELIMIT_GUARDED_BY(registryLock) = nullptr;  // a linked list
-};
-
 /// The type-erased face of a table, for the storage's registry and statistics (never on the
 /// step path).
 class MemoryTableBase : public RefCounted {
@@ -138,46 +87,99 @@ public:
     [[nodiscard]] const std::string& name() const noexcept { return name_; }
 
 private:
-    friend class MemoryKeyspace;
+    friend class MemoryRegistry;
 
     std::string name_;
     std::string_view model_;
-    MemoryTableBase* next_ = nullptr;  // in its keyspace's registry
+    MemoryTableBase* next_ = nullptr;  // in its storage's registry
 };
 
-inline MemoryTableBase* MemoryKeyspace::retainTable(std::string_view name, std::string_view model) {
-    for (MemoryTableBase* t = tables_; t != nullptr; t = t->next_) {
-        // A table whose last handle is gone is on its way out: a new one takes its place.
-        if (t->name_ == name && t->model_ == model && t->retainIfAlive()) {
-            return t;
+/// The live tables of one storage, by name and model, so that limiters of one name and model
+/// share a table. It lists tables without owning them: a table lives while a limiter holds
+/// it, and unlists itself first thing in its destructor.
+/// Thread safety: thread-safe; its lock is taken only by a limiter's construction, `stats()`
+/// and a table's end.
+class MemoryRegistry {
+public:
+    /// The live table of `name` and `model` (a `Table`), or, when there is none, the one
+    /// `make()` returns, listed: made under the lock, so two limiters never make two.
+    template <class Table, class Make>
+    [[nodiscard]] Ref<Table> tableOf(std::string_view name, std::string_view model, Make make)
+        RATELIMIT_EXCLUDES(lock_) {
+        const SlotGuard guard(lock_);
+        for (MemoryTableBase* t = tables_; t != nullptr; t = t->next_) {
+            // A table whose last handle is gone is on its way out: a new one takes its place.
+            if (t->name_ == name && t->model_ == model && t->retainIfAlive()) {
+                return Ref<Table>::adopt(static_cast<Table*>(t));
+            }
+        }
+        Ref<Table> made = make();
+        made->next_ = tables_;
+        tables_ = made.get();
+        return made;
+    }
+
+    /// Unlists `table`.
+    void remove(const MemoryTableBase& table) RATELIMIT_EXCLUDES(lock_) {
+        const SlotGuard guard(lock_);
+        for (MemoryTableBase** link = &tables_; *link != nullptr; link = &(*link)->next_) {
+            if (*link == &table) {
+                *link = table.next_;
+                return;
+            }
         }
     }
-    return nullptr;
-}
 
-inline void MemoryKeyspace::add(MemoryTableBase& table) {
-    table.next_ = tables_;
-    tables_ = &table;
-}
-
-inline void MemoryKeyspace::remove(const MemoryTableBase& table) {
-    const SlotGuard lock(registryLock);
-    for (MemoryTableBase** link = &tables_; *link != nullptr; link = &(*link)->next_) {
-        if (*link == &table) {
-            *link = table.next_;
-            return;
+    /// The counters of the listed tables, summed.
+    [[nodiscard]] MemoryStats stats() RATELIMIT_EXCLUDES(lock_) {
+        MemoryStats stats;
+        const SlotGuard guard(lock_);
+        for (const MemoryTableBase* t = tables_; t != nullptr; t = t->next_) {
+            t->addStats(stats);
         }
+        return stats;
     }
+
+private:
+    SlotLock lock_;
+    MemoryTableBase* tables_ RATELIMIT_GUARDED_BY(lock_) = nullptr;  // a linked list
+};
+
+/// `options`, once each is in its range. Throws: `std::invalid_argument` naming one that is not.
+inline const MemoryStorageOptions& checkedMemoryOptions(const MemoryStorageOptions& options) {
+    constexpr std::size_t kMaxKeysBound = std::size_t{1} << 31;
+    constexpr std::size_t kSpillEntriesBound = std::size_t{1} << 16;
+    if (options.maxKeys < 1 || options.maxKeys > kMaxKeysBound) {
+        throwInvalidArgument({"MemoryStorage::Options.maxKeys must be in 1..2^31 (got ",
+                              Decimal(options.maxKeys), ")"});
+    }
+    if (options.spillEntries < 1 || options.spillEntries > kSpillEntriesBound) {
+        throwInvalidArgument({"MemoryStorage::Options.spillEntries must be in 1..65536 (got ",
+                              Decimal(options.spillEntries), ")"});
+    }
+    return options;
 }
 
-inline MemoryStats MemoryKeyspace::stats() {
-    MemoryStats stats;
-    const SlotGuard lock(registryLock);
-    for (const MemoryTableBase* t = tables_; t != nullptr; t = t->next_) {
-        t->addStats(stats);
-    }
-    return stats;
-}
+/// What every handle of one `MemoryStorage` and each of its tables share: its options, its
+/// hashes (and so its hook), and its registry. The last handle or table to go deletes it.
+/// Thread safety: thread-safe.
+struct MemoryKeyspace final : RefCounted {
+    /// Throws: `std::invalid_argument` naming an option outside its range.
+    explicit MemoryKeyspace(const MemoryStorageOptions& opts)
+        : MemoryKeyspace(checkedMemoryOptions(opts), hashSeeds(opts.seed)) {}
+    MemoryKeyspace(MemoryStorageOptions opts, const HashSeeds& seeds)
+        : options(std::move(opts)),
+          shortKeyHasher(seeds[0], seeds[1], seeds[2], seeds[3]),
+          longKeyHasher(seeds[kShortKeySeedWords], seeds[kShortKeySeedWords + 1]) {}
+
+    /// The counters of its tables, summed.
+    [[nodiscard]] MemoryStats stats() { return registry.stats(); }
+
+    const MemoryStorageOptions options;
+    const ShortKeyHash shortKeyHasher;
+    const SipHash128 longKeyHasher;
+    MemoryRegistry registry;
+};
 
 /// A fixed-size array on the heap, sized at run time: a `std::vector` would add a capacity and
 /// a size that nothing uses, and `std::unique_ptr<T[]>` the `<memory>` header.
@@ -290,7 +292,7 @@ public:
           spill_(keyspace_->options.spillEntries) {}
 
     ~MemoryTable() override {
-        keyspace_->remove(*this);
+        keyspace_->registry.remove(*this);
         for (std::size_t i = 0; i < groupCount_; ++i) {
             // NOLINTNEXTLINE(cppcoreguidelines-owning-memory): the table owns its groups
             delete groups_[i].load(std::memory_order_relaxed);
@@ -786,7 +788,7 @@ private:
             return *g;
         }
         // NOLINTNEXTLINE(cppcoreguidelines-owning-memory): the table owns its groups
-        Group* const fresh = new Group{};
+        auto* const fresh = new Group{};
         if (groups_[index].compare_exchange_strong(g, fresh, std::memory_order_acq_rel)) {
             allocatedGroups_.fetch_add(1, std::memory_order_relaxed);
             return *fresh;

@@ -69,8 +69,14 @@ public:
         }
     }
     Ref(Ref&& other) noexcept : object_(std::exchange(other.object_, nullptr)) {}
-    Ref& operator=(Ref other) noexcept {
-        std::swap(object_, other.object_);
+    Ref& operator=(const Ref& other) noexcept {
+        Ref copy(other);
+        std::swap(object_, copy.object_);
+        return *this;
+    }
+    Ref& operator=(Ref&& other) noexcept {
+        Ref taken(std::move(other));
+        std::swap(object_, taken.object_);
         return *this;
     }
     ~Ref() {

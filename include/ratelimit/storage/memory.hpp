@@ -86,18 +86,10 @@ template <AlgorithmModel M>
 MemoryStorage::Table<M> MemoryStorage::table(const LimiterOptions& options,
                                              const Quota& quota) const {
     detail::checkRange<M>(quota, detail::kMemoryRange);
-    detail::Ref<detail::MemoryTable<M>> table;
-    {
-        const detail::SlotGuard lock(shared()->registryLock);
-        if (detail::MemoryTableBase* existing = shared()->retainTable(options.name, M::kName)) {
-            table = detail::Ref<detail::MemoryTable<M>>::adopt(
-                static_cast<detail::MemoryTable<M>*>(existing));
-        } else {
-            table = detail::Ref<detail::MemoryTable<M>>::make(shared(), options.name, quota);
-            shared()->add(*table);
-            return Table<M>(std::move(table));
-        }
-    }
+    detail::Ref<detail::MemoryTable<M>> table =
+        shared()->registry.template tableOf<detail::MemoryTable<M>>(options.name, M::kName, [&] {
+            return detail::Ref<detail::MemoryTable<M>>::make(shared(), options.name, quota);
+        });
     // Keys' times and how long entries stay must agree too, or one limiter would read the
     // other's entries on another timeline. (Checked outside the registry's lock: should this
     // handle be the table's last, dropping it takes that lock.)
