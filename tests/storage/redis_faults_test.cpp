@@ -1097,23 +1097,6 @@ TEST_CASE("Redis faults: at maxmemory refusals still answer from Redis, admissio
 
 // ---- 6b. error replies of every kind --------------------------------------------------------
 
-/// A loopback TCP port nobody listens on (bound, then closed): a connect to it is refused.
-int closedPort() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    REQUIRE(fd >= 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof addr;
-    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast): the sockets API
-    auto* address = reinterpret_cast<sockaddr*>(&addr);
-    const bool bound =
-        ::bind(fd, address, sizeof addr) == 0 && ::getsockname(fd, address, &length) == 0;
-    ::close(fd);
-    REQUIRE(bound);
-    return ntohs(addr.sin_port);
-}
-
 /// Polls INFO persistence until no background save runs; its last status ("ok" or "err").
 std::string lastBackgroundSave(redisContext* c) {
     std::string text;
@@ -1162,7 +1145,8 @@ TEST_CASE("Redis faults: errors of every kind are heard once when they start and
     std::function<void()> end;
     SECTION("READONLY: the server became a replica (of a master it cannot reach)") {
         kind = StoreError::kReadOnly;
-        rt::ok(rt::command(raw.get(), {"REPLICAOF", "127.0.0.1", std::to_string(closedPort())}));
+        rt::ok(
+            rt::command(raw.get(), {"REPLICAOF", "127.0.0.1", std::to_string(rt::closedPort())}));
         end = [&] { rt::ok(rt::command(raw.get(), {"REPLICAOF", "NO", "ONE"})); };
     }
     SECTION("NOPERM: the user may no longer run EVALSHA") {

@@ -298,20 +298,6 @@ TEST_CASE("RedisStorage: invalid options throw naming the field", "[redis_storag
 
 namespace {
 
-/// A TCP socket bound to a free loopback port; returns the port.
-int bindLoopback(int fd) {
-    REQUIRE(fd >= 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast): the sockets API
-    auto* sa = reinterpret_cast<sockaddr*>(&addr);
-    REQUIRE(::bind(fd, sa, sizeof addr) == 0);
-    REQUIRE(::getsockname(fd, sa, &len) == 0);
-    return ntohs(addr.sin_port);
-}
-
 /// A loopback TCP socket that listens but never accepts: connections queue in its backlog.
 class SilentListener {
 public:
@@ -336,14 +322,6 @@ private:
     int fd_ = -1;
     int port_ = 0;
 };
-
-/// A loopback port nothing listens on.
-int closedPort() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    const int port = bindLoopback(fd);
-    ::close(fd);
-    return port;
-}
 
 }  // namespace
 

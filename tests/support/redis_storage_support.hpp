@@ -5,13 +5,17 @@
 // redis-server, Redis keys spelled out independently of the library, raw replies read with
 // Catch2 checks, the memory/Redis parity rule, and a matcher for store errors.
 
+#include <arpa/inet.h>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <netinet/in.h>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <vector>
 
 #include <hiredis/hiredis.h>
@@ -68,6 +72,28 @@ inline ratelimit::RedisStorage::Options storageOptions(const RedisServer& server
     o.timeout = std::chrono::milliseconds{5000};
     o.keyPrefix = keyPrefix;
     return o;
+}
+
+/// Binds `fd`, a TCP socket, to a free loopback port; returns the port.
+inline int bindLoopback(int fd) {
+    REQUIRE(fd >= 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof addr;
+    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast): the sockets API
+    auto* address = reinterpret_cast<sockaddr*>(&addr);
+    REQUIRE(::bind(fd, address, sizeof addr) == 0);
+    REQUIRE(::getsockname(fd, address, &length) == 0);
+    return ntohs(addr.sin_port);
+}
+
+/// A loopback TCP port nothing listens on (bound, then closed): a connect to it is refused.
+inline int closedPort() {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const int port = bindLoopback(fd);
+    ::close(fd);
+    return port;
 }
 
 /// Limiter options: the test's own name, and failures thrown rather than answered by a
