@@ -161,12 +161,7 @@ private:
 
     // makeLimiter reads the quota's members, which are declared (so initialized) before limiter_.
     explicit AlgorithmFuzzer(const Quota& q)
-        : count_(q.count),
-          period_(q.period),
-          burst_(q.burst),
-          maxRuns_(q.maxRuns),
-          explicitTime_(q.explicitTime),
-          lateTolerance_(q.lateTolerance),
+        : quota_(q),
           params_{q.count, q.period, q.burst, q.maxRuns, q.lateTolerance},
           limitValue_(Ref::kBucket ? params_.burst : params_.count),
           time_(q.start),
@@ -218,22 +213,23 @@ private:
 
     [[nodiscard]] std::optional<Lim> makeLimiter(const ratelimit::ManualClock& clock) const {
         const ratelimit::Limit limit =
-            ratelimit::Limit::per(count_, std::chrono::nanoseconds{period_}).withBurst(burst_);
+            ratelimit::Limit::per(quota_.count, std::chrono::nanoseconds{quota_.period})
+                .withBurst(quota_.burst);
         ratelimit::MemoryStorage::Options storage;
         storage.maxKeys = kMaxKeys;
         storage.spillEntries = 4;
         storage.seed = kSeed;
         ratelimit::LimiterOptions options;
-        options.maxRunsPerKey = maxRuns_;
-        options.lateCallTolerance = std::chrono::nanoseconds{lateTolerance_};
+        options.maxRunsPerKey = quota_.maxRuns;
+        options.lateCallTolerance = std::chrono::nanoseconds{quota_.lateTolerance};
         try {
             return Lim{limit, ratelimit::MemoryStorage{storage}, clock, options};
         } catch (const std::invalid_argument&) {
             // Memory holds spans and bucket units below 2^62 (docs/semantics.md, "representable"):
             // a quota whose every magnitude is far below that must be accepted.
             const Int128 bound = Int128{1} << 61;
-            const Int128 units = Int128{burst_} * period_;
-            if (2 * Int128{period_} < bound && units < bound) {
+            const Int128 units = Int128{quota_.burst} * quota_.period;
+            if (2 * Int128{quota_.period} < bound && units < bound) {
                 fail("the limiter refused a representable quota: " + describeQuota());
             }
             return std::nullopt;
@@ -241,17 +237,19 @@ private:
     }
 
     [[nodiscard]] std::string describeQuota() const {
-        return "count=" + std::to_string(count_) + " period=" + std::to_string(period_) +
-               "ns burst=" + std::to_string(burst_) + " maxRuns=" + std::to_string(maxRuns_) +
-               " lateTolerance=" + std::to_string(lateTolerance_) + "ns" +
-               (explicitTime_ ? " (explicit times)" : " (clock)");
+        return "count=" + std::to_string(quota_.count) +
+               " period=" + std::to_string(quota_.period) +
+               "ns burst=" + std::to_string(quota_.burst) +
+               " maxRuns=" + std::to_string(quota_.maxRuns) +
+               " lateTolerance=" + std::to_string(quota_.lateTolerance) + "ns" +
+               (quota_.explicitTime ? " (explicit times)" : " (clock)");
     }
 
     /// The next call's time from one byte: mostly small steps, often none, sometimes a step
     /// back, a jump to the key's last retry or reset time, or a huge leap.
     [[nodiscard]] std::int64_t nextTime(std::uint8_t b, std::size_t key) const {
         const Int128 now = time_;
-        const Int128 p = period_;
+        const Int128 p = quota_.period;
         const Int128 small = p < 64 ? p : 64;
         if (b < 128) {
             return clampTime(now + b % (small + 2));
@@ -336,7 +334,7 @@ private:
     /// `tryAcquire` at `t`: passed explicitly, or set on the limiter's clock and read by it.
     ratelimit::Decision acquire(Lim& limiter, ratelimit::ManualClock& clock, std::size_t key,
                                 std::int64_t cost, std::int64_t t) const {
-        if (explicitTime_) {
+        if (quota_.explicitTime) {
             return limiter.tryAcquire(fuzzKeys()[key], cost,
                                       TimePoint{std::chrono::nanoseconds{t}});
         }
@@ -371,8 +369,8 @@ private:
             (void)std::fprintf(stderr, "%s -> %s\n", describeCall(c).c_str(), describe(d).c_str());
         }
         KeyTime& kt = keyTimes_[key];
-        const Int128 late = kt.lateness(t, lateTolerance_);
-        const bool steppedBack = kt.stepsBack(t, lateTolerance_);
+        const Int128 late = kt.lateness(t, quota_.lateTolerance);
+        const bool steppedBack = kt.stepsBack(t, quota_.lateTolerance);
         const bool writes =
             (d.allowed && cost > 0) || (steppedBack && cost >= 1 && cost <= limitValue_);
         c.plainRefusalOrNoOp = !writes;
@@ -596,12 +594,7 @@ private:
         }
     }
 
-    std::int64_t count_ = 1;
-    std::int64_t period_ = 1;
-    std::int64_t burst_ = 1;
-    std::int64_t maxRuns_ = 64;
-    bool explicitTime_ = false;
-    std::int64_t lateTolerance_ = 0;  ///< ns
+    Quota quota_;
     Params params_{};
     Int128 limitValue_ = 1;
     std::int64_t time_ = 0;
