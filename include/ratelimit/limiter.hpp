@@ -127,7 +127,7 @@ private:
         }
         Quota quota = Quota::make<Model>(limit, kNanosPerTick, options.maxRunsPerKey,
                                          options.lateCallTolerance.count() / kNanosPerTick);
-        quota.keyTimeSpread = phased(options) ? quota.period : 0;
+        quota.keyTimeSpread = phased(options) ? phaseTicks(limit.period.count() - 1) : 0;
         return quota;
     }
 
@@ -178,7 +178,14 @@ private:
         const detail::Digest128 d =
             detail::SipHash128(0x7261746531696d69ULL, 0x7068617365000000ULL)(key);
         const auto periodNs = static_cast<std::uint64_t>(limit_.period.count());
-        const Tick phaseUs = detail::ceilDiv(static_cast<Tick>(d.low % periodNs), 1000);
+        return phaseTicks(static_cast<Tick>(d.low % periodNs));
+    }
+
+    /// The phase, in ticks, of a key whose hash modulo the period (in ns) is `offsetNs`: rounded
+    /// up to whole microseconds, so it may exceed the period by up to a microsecond less a
+    /// nanosecond, and the largest is that of `period − 1`.
+    static Tick phaseTicks(Tick offsetNs) noexcept {
+        const Tick phaseUs = detail::ceilDiv(offsetNs, 1000);
         return detail::ceilDiv(phaseUs * 1000, kNanosPerTick);
     }
 

@@ -32,8 +32,8 @@ struct Quota {
     std::int64_t capacityUnits = 1;   ///< burst * unitsPerToken (< 2^62 once accepted)
     std::int64_t maxRunsPerKey = 64;  ///< sliding log only
     Tick lateTolerance = 0;           ///< ticks; see `LimiterOptions::lateCallTolerance`
-    /// Ticks by which two keys' times may differ: below a period when each key's windows are
-    /// shifted by its own phase (`LimiterOptions::spreadWindowResets`), else 0.
+    /// Ticks by which two keys' times may differ: the largest phase when each key's windows are
+    /// shifted by its own (`LimiterOptions::spreadWindowResets`; about a period), else 0.
     Tick keyTimeSpread = 0;
     detail::Divisor perToken;  ///< divides by `unitsPerToken` without a divide
     detail::Divisor perTick;   ///< divides by `unitsPerTick` without a divide

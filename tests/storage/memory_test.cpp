@@ -531,6 +531,50 @@ TEMPLATE_TEST_CASE(
     CHECK(d.retryAfter > 0s);
 }
 
+TEST_CASE(
+    "MemoryStorage: with spread resets and a period of no whole microsecond, new keys "
+    "never take the entry of a key whose window is still open",
+    "[memory_storage][memory]") {
+    // Phases are whole microseconds: with a 1.5 us period they are 0, 1 or 2 us, so two keys'
+    // times differ by up to 2 us, more than the period. No late-call tolerance hides it.
+    const Limit limit = Limit::per(1, 1500ns);
+    const ratelimit::LimiterOptions options{.spreadWindowResets = true, .lateCallTolerance = 0ns};
+    // At 1 h (a multiple of the period) a key's window ends after 1.5 us less its phase, modulo
+    // the period: 1500 ns for phase 0, 500 ns for phase 2 us.
+    const auto resetAfterAt1h = [&](const std::string& key) {
+        ManualClock probeClock;
+        probeClock.set(1h);
+        MemoryLimiter<ratelimit::FixedWindowModel> probe{limit, MemoryStorage{}, probeClock,
+                                                         options};
+        return probe.tryAcquire(key).resetAfter;
+    };
+    std::string late;  // phase 2 us
+    for (int i = 0; late.empty(); ++i) {
+        if (const std::string key = "late-" + std::to_string(i); resetAfterAt1h(key) == 500ns) {
+            late = key;
+        }
+    }
+    std::vector<std::string> early;  // phase 0
+    for (int i = 0; early.size() < 64; ++i) {
+        if (std::string key = "early-" + std::to_string(i); resetAfterAt1h(key) == 1500ns) {
+            early.push_back(std::move(key));
+        }
+    }
+
+    ManualClock clock;
+    clock.set(1h + 2us);  // `late`'s window starts now
+    MemoryStorage storage{{.maxKeys = 12, .seed = 3}};
+    MemoryLimiter<ratelimit::FixedWindowModel> limiter{limit, storage, clock, options};
+    REQUIRE(limiter.tryAcquire(late).allowed);
+    clock.advance(1us);  // 0.5 us of its window left; the early keys' times are 2 us ahead
+    REQUIRE_FALSE(limiter.peek(late).allowed);
+    for (const std::string& key : early) {
+        (void)limiter.tryAcquire(key);
+    }
+    CAPTURE(storage.stats().spilledCalls);
+    CHECK_FALSE(limiter.tryAcquire(late).allowed);
+}
+
 TEST_CASE("MemoryStorage: peeks and zero costs take no entry", "[memory_storage][memory]") {
     ManualClock clock;
     MemoryStorage storage{{.maxKeys = 16}};

@@ -135,7 +135,9 @@ public:
         MemoryStats stats;
         const SlotGuard guard(lock_);
         for (const MemoryTableBase* t = tables_; t != nullptr; t = t->next_) {
-            t->addStats(stats);
+            if (t->alive()) {  // else its destructor waits for this lock to unlist it
+                t->addStats(stats);
+            }
         }
         return stats;
     }
@@ -262,7 +264,8 @@ inline void placeKey(const Digest128& d, std::size_t groupCount, KeyPlacement& p
 /// what tests count to check that tags filter. Spill entries, shared by design, are not heard.
 template <class P>
 concept SlotProbePolicy = requires(P& probe, bool foreign) {
-    { probe.slotLocked(foreign) } -> std::same_as<void>;
+    { probe.slotLocked(foreign) }
+    noexcept->std::same_as<void>;
 };
 
 /// The probe of every user's table: an empty member whose calls compile to nothing.

@@ -35,6 +35,11 @@ public:
         return n != 0;
     }
 
+    /// Whether a handle still holds it (false once the last is gone, while it is destroyed).
+    [[nodiscard]] bool alive() const noexcept {
+        return count_.load(std::memory_order_relaxed) != 0;
+    }
+
     /// Drops a reference; true when it was the last, and the object is the caller's to delete.
     [[nodiscard]] bool release() noexcept {
         return count_.fetch_sub(1, std::memory_order_acq_rel) == 1;
