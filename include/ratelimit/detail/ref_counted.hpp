@@ -75,8 +75,10 @@ public:
     }
     Ref(Ref&& other) noexcept : object_(std::exchange(other.object_, nullptr)) {}
     Ref& operator=(const Ref& other) noexcept {
-        Ref copy(other);
-        std::swap(object_, copy.object_);
+        if (this != &other) {
+            Ref copy(other);
+            std::swap(object_, copy.object_);
+        }
         return *this;
     }
     Ref& operator=(Ref&& other) noexcept {
