@@ -53,8 +53,8 @@ public:
     static AnyLimiter make(Algorithm algorithm, Limit limit, Storage storage, Clock clock,
                            LimiterOptions options = {}) {
         if (static_cast<std::size_t>(algorithm) >= kAlgorithmCount) {
-            detail::throwInvalidArgument("AnyLimiter::make: unknown Algorithm value " +
-                                         std::to_string(static_cast<int>(algorithm)));
+            detail::throwInvalidArgument("AnyLimiter::make: unknown Algorithm value {}",
+                                         {static_cast<int>(algorithm)});
         }
         return visitAlgorithm(algorithm, [&]<class Model>() {
             return AnyLimiter{Limiter<Model, Storage, Clock>{limit, storage, clock, options}};

@@ -92,16 +92,14 @@ struct Limit {
     /// was made). Throws: `std::invalid_argument` naming the field and the value.
     constexpr void validate() const {
         if (count < 1 || count > kMaxCount) {
-            detail::throwInvalidArgument(
-                {"Limit.count must be in 1..2^48 (got ", detail::Decimal(count), ")"});
+            detail::throwInvalidArgument("Limit.count must be in 1..2^48 (got {})", {count});
         }
         if (burst < 1 || burst > kMaxCount) {
-            detail::throwInvalidArgument(
-                {"Limit.burst must be in 1..2^48 (got ", detail::Decimal(burst), ")"});
+            detail::throwInvalidArgument("Limit.burst must be in 1..2^48 (got {})", {burst});
         }
         if (period.count() < 1) {
-            detail::throwInvalidArgument({"Limit.period must be at least 1ns (got ",
-                                          detail::Decimal(period.count()), "ns)"});
+            detail::throwInvalidArgument("Limit.period must be at least 1ns (got {}ns)",
+                                         {period.count()});
         }
     }
 

@@ -116,14 +116,14 @@ private:
 
     static Quota makeQuota(const Limit& limit, const Options& options) {
         if (options.maxRunsPerKey < 1 || options.maxRunsPerKey > kMaxRunsPerKey) {
-            detail::throwInvalidArgument({"LimiterOptions.maxRunsPerKey must be in 1..2^20 (got ",
-                                          detail::Decimal(options.maxRunsPerKey), ")"});
+            detail::throwInvalidArgument("LimiterOptions.maxRunsPerKey must be in 1..2^20 (got {})",
+                                         {options.maxRunsPerKey});
         }
         if (options.lateCallTolerance < std::chrono::nanoseconds{0} ||
             options.lateCallTolerance > std::chrono::hours{1}) {
-            detail::throwInvalidArgument({"LimiterOptions.lateCallTolerance must be in 0..1h (got ",
-                                          detail::Decimal(options.lateCallTolerance.count()),
-                                          "ns)"});
+            detail::throwInvalidArgument(
+                "LimiterOptions.lateCallTolerance must be in 0..1h (got {}ns)",
+                {options.lateCallTolerance.count()});
         }
         Quota quota = Quota::make<Model>(limit, kNanosPerTick, options.maxRunsPerKey,
                                          options.lateCallTolerance.count() / kNanosPerTick);
@@ -133,7 +133,7 @@ private:
 
     static void checkCost(std::int64_t cost) {
         if (cost < 0) {
-            detail::throwInvalidArgument({"cost must be >= 0 (got ", detail::Decimal(cost), ")"});
+            detail::throwInvalidArgument("cost must be >= 0 (got {})", {cost});
         }
     }
 

@@ -45,14 +45,14 @@ struct Quota {
                       Tick lateToleranceTicks = 0) {
         limit.validate();
         if (limit.period.count() % nanosPerTick != 0) {
-            detail::throwInvalidArgument({"Limit.period (", detail::Decimal(limit.period.count()),
-                                          "ns) is not a whole number of ticks (",
-                                          detail::Decimal(nanosPerTick),
-                                          "ns: the clock's, or whole microseconds with Redis)"});
+            detail::throwInvalidArgument(
+                "Limit.period ({}ns) is not a whole number of ticks ({}ns: the clock's, or whole "
+                "microseconds with Redis)",
+                {limit.period.count(), nanosPerTick});
         }
         if (maxRunsPerKey < 1) {
-            detail::throwInvalidArgument(
-                {"maxRunsPerKey must be at least 1 (got ", detail::Decimal(maxRunsPerKey), ")"});
+            detail::throwInvalidArgument("maxRunsPerKey must be at least 1 (got {})",
+                                         {maxRunsPerKey});
         }
         Quota q;
         q.count = limit.count;

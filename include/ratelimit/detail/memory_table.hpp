@@ -152,12 +152,12 @@ inline const MemoryStorageOptions& checkedMemoryOptions(const MemoryStorageOptio
     constexpr std::size_t kMaxKeysBound = std::size_t{1} << 31;
     constexpr std::size_t kSpillEntriesBound = std::size_t{1} << 16;
     if (options.maxKeys < 1 || options.maxKeys > kMaxKeysBound) {
-        throwInvalidArgument({"MemoryStorage::Options.maxKeys must be in 1..2^31 (got ",
-                              Decimal(options.maxKeys), ")"});
+        throwInvalidArgument("MemoryStorage::Options.maxKeys must be in 1..2^31 (got {})",
+                             {options.maxKeys});
     }
     if (options.spillEntries < 1 || options.spillEntries > kSpillEntriesBound) {
-        throwInvalidArgument({"MemoryStorage::Options.spillEntries must be in 1..65536 (got ",
-                              Decimal(options.spillEntries), ")"});
+        throwInvalidArgument("MemoryStorage::Options.spillEntries must be in 1..65536 (got {})",
+                             {options.spillEntries});
     }
     return options;
 }

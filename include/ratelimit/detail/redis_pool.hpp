@@ -104,8 +104,8 @@ private:
             }
             if (poolFree_.wait_until(lock, deadline) == std::cv_status::timeout) {
                 status = {StoreError::kTimeout,
-                          joined({"all ", Decimal(options_.poolSize),
-                                  " connections stayed busy until the deadline"})};
+                          formatted("all {} connections stayed busy until the deadline",
+                                    {options_.poolSize})};
                 return nullptr;
             }
         }

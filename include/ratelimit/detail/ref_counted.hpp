@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <utility>
 
+#include <ratelimit/detail/inline.hpp>
+
 namespace ratelimit {
 inline namespace v1 {
 namespace detail {
@@ -87,8 +89,8 @@ public:
         return *this;
     }
     ~Ref() {
-        if (object_ != nullptr && object_->release()) {
-            delete object_;  // NOLINT(cppcoreguidelines-owning-memory): the last handle owns it
+        if (object_ != nullptr) {
+            drop(object_);
         }
     }
 
@@ -99,6 +101,14 @@ public:
 
 private:
     explicit Ref(T* object) noexcept : object_(object) {}
+
+    /// Out of line: a handle's holders (a limiter, a storage) are made and dropped rarely, and
+    /// would otherwise each expand the object's destructor where they go.
+    RATELIMIT_COLD static void drop(T* object) noexcept {
+        if (object->release()) {
+            delete object;  // NOLINT(cppcoreguidelines-owning-memory): the last handle owns it
+        }
+    }
 
     T* object_ = nullptr;
 };

@@ -251,8 +251,7 @@ public:
             detail::throwInvalidArgument("ClientIdentityOptions." + what);
         };
         if (options_.ipv6Prefix < 1 || options_.ipv6Prefix > 128) {
-            fail(detail::joined(
-                {"ipv6Prefix must be in 1..128 (got ", detail::Decimal(options_.ipv6Prefix), ")"}));
+            fail(detail::formatted("ipv6Prefix must be in 1..128 (got {})", {options_.ipv6Prefix}));
         }
         if (options_.ipv6AggregatePrefix < 0 ||
             options_.ipv6AggregatePrefix > options_.ipv6Prefix) {
@@ -260,8 +259,7 @@ public:
                  std::to_string(options_.ipv6AggregatePrefix) + ")");
         }
         if (options_.trustedHops < 0 || options_.trustedHops > 32) {
-            fail(detail::joined({"trustedHops must be in 0..32 (got ",
-                                 detail::Decimal(options_.trustedHops), ")"}));
+            fail(detail::formatted("trustedHops must be in 0..32 (got {})", {options_.trustedHops}));
         }
         const bool byNetwork = !trusted_.empty();
         const bool byHops = options_.trustedHops > 0;

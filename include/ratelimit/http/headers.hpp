@@ -86,12 +86,11 @@ struct QuotaPolicy {
         if (name.size() > 256 || !detail::http_fields::isSfStringSafe(name)) {
             detail::throwInvalidArgument(
                 "QuotaPolicy.name must be at most 256 printable ASCII characters (RFC 9651 "
-                "sf-string); got a name of " +
-                std::to_string(name.size()) + " bytes with others");
+                "sf-string); got a name of {} bytes with others",
+                {name.size()});
         }
         if (quota < 0 || quota > Limit::kMaxCount) {
-            detail::throwInvalidArgument("QuotaPolicy.quota must be in 0..2^48 (got " +
-                                         std::to_string(quota) + ")");
+            detail::throwInvalidArgument("QuotaPolicy.quota must be in 0..2^48 (got {})", {quota});
         }
     }
 };
@@ -171,8 +170,8 @@ public:
     explicit RateLimitHeaders(HeaderOptions options = {}) : options_(options) {
         if (options_.retryAfterJitter < std::chrono::seconds{0} ||
             options_.retryAfterJitter > std::chrono::hours{1}) {
-            detail::throwInvalidArgument("HeaderOptions.retryAfterJitter must be in 0..1h (got " +
-                                         std::to_string(options_.retryAfterJitter.count()) + "s)");
+            detail::throwInvalidArgument("HeaderOptions.retryAfterJitter must be in 0..1h (got {}s)",
+                                         {options_.retryAfterJitter.count()});
         }
         if (options_.partitionKey && options_.partitionKeySecret[0] == 0 &&
             options_.partitionKeySecret[1] == 0) {

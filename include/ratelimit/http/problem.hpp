@@ -141,8 +141,8 @@ inline constexpr std::string_view kQuotaExceededType =
     out.append(R"(,"title":"Request cannot be satisfied as assigned quota has been exceeded")");
     out.append(R"(,"status":429,"detail":)");
     detail::appendJsonString(out, retryAfter
-                                      ? detail::joined({"Too many requests; retry in ",
-                                                        detail::Decimal(*retryAfter), " seconds."})
+                                      ? detail::formatted("Too many requests; retry in {} seconds.",
+                                                          {*retryAfter})
                                       : std::string("Too many requests."));
     out.append(R"(,"violated-policies":[)");
     for (std::size_t i = 0; i < violatedPolicies.size(); ++i) {
@@ -172,7 +172,7 @@ inline constexpr std::string_view kQuotaExceededType =
 /// A plain-text 429 body (`text/plain`): one sentence with the wait when there is one.
 [[nodiscard]] inline std::string plainBody(const Decision& decision) {
     if (const std::optional<std::int64_t> s = retryAfterSeconds(decision)) {
-        return detail::joined({"Too many requests; retry in ", detail::Decimal(*s), " seconds.\n"});
+        return detail::formatted("Too many requests; retry in {} seconds.\n", {*s});
     }
     return decision.never() ? std::string("Too many requests: this request exceeds the limit.\n")
                             : std::string("Too many requests.\n");

@@ -207,8 +207,7 @@ public:
         rule.limit.validate();
         const std::int64_t most = capacity(rule.algorithm, rule.limit);
         if (rule.cost < 0 || rule.cost > most) {
-            fail(detail::joined({"RouteRule.cost must be in 0..", detail::Decimal(most), " (got ",
-                                 detail::Decimal(rule.cost), ")"}));
+            fail(detail::formatted("RouteRule.cost must be in 0..{} (got {})", {most, rule.cost}));
         }
         if (conflictsWithOthers(rule)) {
             fail("rules named '" + rule.name + "'" +

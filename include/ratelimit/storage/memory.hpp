@@ -97,9 +97,10 @@ MemoryStorage::Table<M> MemoryStorage::table(const LimiterOptions& options,
     if (q.count != quota.count || q.burst != quota.burst || q.period != quota.period ||
         q.nanosPerTick != quota.nanosPerTick || q.maxRunsPerKey != quota.maxRunsPerKey ||
         q.lateTolerance != quota.lateTolerance || q.keyTimeSpread != quota.keyTimeSpread) {
-        detail::throwInvalidArgument({"a ", M::kName, " limiter named \"", options.name,
-                                      "\" already uses this storage with another limit or ",
-                                      "options; give each limiter its own name"});
+        detail::throwInvalidArgument(
+            "a {} limiter named \"{}\" already uses this storage with another limit or options; "
+            "give each limiter its own name",
+            {M::kName, options.name});
     }
     return Table<M>(std::move(table));
 }

@@ -97,8 +97,8 @@ public:
     [[nodiscard]] Table<M> table(const LimiterOptions& options, const Quota& quota) const {
         if (options.name.find_first_of("{}") != std::string::npos) {
             detail::throwInvalidArgument(
-                "LimiterOptions.name must not contain '{' or '}' with Redis (got \"" +
-                options.name + "\")");
+                "LimiterOptions.name must not contain '{' or '}' with Redis (got \"{}\")",
+                {options.name});
         }
         detail::checkRange<M>(quota, detail::kRedisRange);
         return Table<M>(shared(), options, quota);
@@ -237,8 +237,7 @@ struct RedisShared final : RefCounted {
         // "RedisStorage::Options.<field> ... (got <value><unit>)".
         const auto bad = [](std::string_view field, std::string_view rule, auto value,
                             std::string_view unit = "") {
-            throwInvalidArgument(
-                {"RedisStorage::Options.", field, " ", rule, " (got ", Decimal(value), unit, ")"});
+            throwInvalidArgument("RedisStorage::Options.{} {} (got {}{})", {field, rule, value, unit});
         };
         constexpr int kMaxPort = 65535;
         if (options.unixSocket.empty() && (options.port < 1 || options.port > kMaxPort)) {
@@ -261,9 +260,8 @@ struct RedisShared final : RefCounted {
         }
         if (options.keyPrefix.find_first_of("{}") != std::string::npos) {
             throwInvalidArgument(
-                {"RedisStorage::Options.keyPrefix must not contain '{' or "
-                 "'}' (got \"",
-                 options.keyPrefix, "\")"});
+                "RedisStorage::Options.keyPrefix must not contain '{' or '}' (got \"{}\")",
+                {options.keyPrefix});
         }
         if (options.breakerBackoff < std::chrono::milliseconds{1} ||
             options.breakerMaxBackoff < options.breakerBackoff) {

@@ -85,36 +85,20 @@ struct StorageRange {
     int productBits{};
 };
 
-/// Refuses a quota whose arithmetic under model `M` leaves `range`, naming the bound and the
-/// largest accepted value. Throws: `std::invalid_argument`.
-template <AlgorithmModel M>
-void checkRange(const Quota& q, const StorageRange& range) {
+/// Refuses `q`, whose arithmetic under `model` meets the magnitudes `r`, when they leave
+/// `range`, naming the bound and the largest accepted value. `periodHint` says how to lower
+/// the longest span. Throws: `std::invalid_argument`.
+inline void checkRange(const Quota& q, const ModelRange& r, const StorageRange& range,
+                       std::string_view model, std::string_view periodHint) {
     const auto bound = [](int bits) { return Int128{1} << bits; };
     const auto fail = [&](std::string_view what, Int128 value, int bits, std::string_view hint,
                           Int128 largest, std::string_view unit) {
-        throwInvalidArgument({M::kName,
-                              " with Limit{count=",
-                              Decimal(q.count),
-                              ", period=",
-                              Decimal(q.period),
-                              range.tickUnit,
-                              ", burst=",
-                              Decimal(q.burst),
-                              "} is not representable in ",
-                              range.store,
-                              ": ",
-                              what,
-                              " = ",
-                              Decimal(clampToInt64(value)),
-                              " reaches 2^",
-                              Decimal(bits),
-                              range.why,
-                              "; ",
-                              hint,
-                              Decimal(clampToInt64(largest)),
-                              unit});
+        throwInvalidArgument(
+            "{} with Limit{count={}, period={}{}, burst={}} is not representable in {}: {} = {} "
+            "reaches 2^{}{}; {}{}{}",
+            {model, q.count, q.period, range.tickUnit, q.burst, range.store, what,
+             clampToInt64(value), bits, range.why, hint, clampToInt64(largest), unit});
     };
-    const ModelRange r = M::range(q);
     if (r.units >= bound(range.valueBits)) {
         fail("burst·period/gcd(count, period) units", r.units, range.valueBits,
              "the largest accepted burst here is ", (bound(range.valueBits) - 1) / q.unitsPerToken,
@@ -129,14 +113,21 @@ void checkRange(const Quota& q, const StorageRange& range) {
     const bool inTicks = r.span >= bound(range.spanBits);
     if (inTicks || r.span * q.nanosPerTick >= bound(kNanosecondBits)) {
         const int bits = inTicks ? range.spanBits : kNanosecondBits;
-        // A window's span is a multiple of its period: the period scales down with it. A
-        // bucket's refill scales with burst·period/count.
         fail(inTicks ? "the longest span in ticks" : "the longest span in nanoseconds",
-             inTicks ? r.span : r.span * q.nanosPerTick, bits,
-             M::kBucket ? "lower burst·period/count; the largest accepted period here is "
-                        : "the largest accepted period is ",
+             inTicks ? r.span : r.span * q.nanosPerTick, bits, periodHint,
              (bound(bits) - 1) * q.period / r.span, inTicks ? range.tickUnit : "ns");
     }
+}
+
+/// Refuses a quota whose arithmetic under model `M` leaves `range` (see above). Throws:
+/// `std::invalid_argument`.
+template <AlgorithmModel M>
+void checkRange(const Quota& q, const StorageRange& range) {
+    // A window's span is a multiple of its period: the period scales down with it. A bucket's
+    // refill scales with burst·period/count.
+    checkRange(q, M::range(q), range, M::kName,
+               M::kBucket ? "lower burst·period/count; the largest accepted period here is "
+                          : "the largest accepted period is ");
 }
 
 }  // namespace detail
