@@ -1,9 +1,9 @@
 #pragma once
 
+#include <array>
 #include <string_view>
 
 #include <ratelimit/algorithms/token_bucket.hpp>
-#include <ratelimit/detail/joined_string.hpp>
 
 namespace ratelimit {
 inline namespace v1 {
@@ -27,8 +27,8 @@ struct LeakyBucketModel : TokenBucketModel {
 
     /// The token bucket's Lua, under this model's name.
     static constexpr std::string_view kLuaAlias = "\nlocal leaky_bucket = token_bucket\n";
-    static constexpr std::string_view kLua =
-        detail::JoinedString<TokenBucketModel::kLua, kLuaAlias>::kValue;
+    static constexpr std::array<std::string_view, 3> kLua{TokenBucketModel::kLua[0],
+                                                          TokenBucketModel::kLua[1], kLuaAlias};
 };
 
 /// GCRA is the leaky bucket as a meter; both names refer to one model.

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -53,7 +54,7 @@ struct SlidingLogModel : WindowKind, ModelNames<"sliding_log", 1, "runs"> {
     /// step returns the decision and the state to store, or nil when nothing changed. Runs
     /// are tables {time, count}, as in C++; `decode` and `encode` read and write the hash
     /// field (written with `string.format('%d %d', …)`). Lua arrays count from 1.
-    static constexpr std::string_view kLua = R"lua(
+    static constexpr std::array<std::string_view, 1> kLua{R"lua(
 local sliding_log = {}
 function sliding_log.step(state, q, now, cost)
   local runs = state.runs
@@ -149,7 +150,7 @@ function sliding_log.encode(state)
   end
   return {runs = table.concat(parts, ' ')}
 end
-)lua";
+)lua"};
 
     static bool isFresh(const State& state, const Quota& q, Tick now) noexcept {
         return state.runs.empty() || (now >= state.runs.back().time &&

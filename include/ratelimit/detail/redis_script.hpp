@@ -202,7 +202,7 @@ return {d.allowed and 1 or 0, q.capacity, d.remaining, d.retry, d.reset}
 /// What one model's script is made of.
 struct ScriptModel {
     std::string_view name;                          ///< the model's Lua table (`kName`)
-    std::string_view lua;                           ///< `kLua`
+    std::span<const std::string_view> lua;          ///< `kLua`: pieces, joined in order
     std::span<const std::string_view> stateFields;  ///< `kStateFields`
 };
 
@@ -237,8 +237,15 @@ inline std::string composeScript(const ScriptModel& model,
     std::for_each(quotaFields.begin(), quotaFields.end(), checkName);
     std::string script;
     constexpr std::size_t kTables = 512;  // the four tables' text
-    script.reserve(kLuaPrelude.size() + model.lua.size() + kLuaMain.size() + kTables);
-    script.append(kLuaPrelude).append(model.lua);
+    std::size_t luaSize = 0;
+    for (const std::string_view piece : model.lua) {
+        luaSize += piece.size();
+    }
+    script.reserve(kLuaPrelude.size() + luaSize + kLuaMain.size() + kTables);
+    script.append(kLuaPrelude);
+    for (const std::string_view piece : model.lua) {
+        script.append(piece);
+    }
     script.append("\nlocal model = ").append(model.name).append("\nlocal STATE = ");
     appendLuaNames(script, model.stateFields);
     script.append("\nlocal CALL_NAMES = ");

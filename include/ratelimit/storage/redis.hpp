@@ -42,7 +42,7 @@ inline namespace v1 {
 /// both from `ModelNames`).
 template <class M>
 concept RedisModel = AlgorithmModel<M> && requires {
-    { M::kLua } -> std::convertible_to<std::string_view>;
+    std::span<const std::string_view>(M::kLua);
     { M::kStateVersion } -> std::convertible_to<int>;
     std::span<const std::string_view>(M::kStateFields);
 };
