@@ -53,6 +53,11 @@ private:
     std::size_t first_ = kDigits;  ///< where the text starts: it ends at the array's end
 };
 
+/// An integer a message shows in decimal: not a `bool` or a `char`, which would show as a
+/// number by surprise.
+template <class T>
+concept MessageInteger = std::integral<T> && !std::same_as<T, bool> && !std::same_as<T, char>;
+
 /// One value a message shows: a piece of text, or an integer of any type in decimal.
 class MessageArg {
 public:
@@ -62,8 +67,7 @@ public:
     MessageArg(const char* text) noexcept : MessageArg(std::string_view(text)) {}
     // NOLINTNEXTLINE(google-explicit-constructor): a message value, used in place
     MessageArg(const std::string& text) noexcept : MessageArg(std::string_view(text)) {}
-    template <std::integral Integer>
-        requires(!std::same_as<Integer, bool> && !std::same_as<Integer, char>)
+    template <MessageInteger Integer>
     // NOLINTNEXTLINE(google-explicit-constructor): a message value, used in place
     MessageArg(Integer value) noexcept
         : value_(static_cast<std::uint64_t>(value)), negative_(std::cmp_less(value, 0)) {}

@@ -259,7 +259,8 @@ public:
                  std::to_string(options_.ipv6AggregatePrefix) + ")");
         }
         if (options_.trustedHops < 0 || options_.trustedHops > 32) {
-            fail(detail::formatted("trustedHops must be in 0..32 (got {})", {options_.trustedHops}));
+            fail(
+                detail::formatted("trustedHops must be in 0..32 (got {})", {options_.trustedHops}));
         }
         const bool byNetwork = !trusted_.empty();
         const bool byHops = options_.trustedHops > 0;

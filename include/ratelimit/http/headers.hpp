@@ -170,8 +170,9 @@ public:
     explicit RateLimitHeaders(HeaderOptions options = {}) : options_(options) {
         if (options_.retryAfterJitter < std::chrono::seconds{0} ||
             options_.retryAfterJitter > std::chrono::hours{1}) {
-            detail::throwInvalidArgument("HeaderOptions.retryAfterJitter must be in 0..1h (got {}s)",
-                                         {options_.retryAfterJitter.count()});
+            detail::throwInvalidArgument(
+                "HeaderOptions.retryAfterJitter must be in 0..1h (got {}s)",
+                {options_.retryAfterJitter.count()});
         }
         if (options_.partitionKey && options_.partitionKeySecret[0] == 0 &&
             options_.partitionKeySecret[1] == 0) {

@@ -140,10 +140,10 @@ inline constexpr std::string_view kQuotaExceededType =
     detail::appendJsonString(out, kQuotaExceededType);
     out.append(R"(,"title":"Request cannot be satisfied as assigned quota has been exceeded")");
     out.append(R"(,"status":429,"detail":)");
-    detail::appendJsonString(out, retryAfter
-                                      ? detail::formatted("Too many requests; retry in {} seconds.",
-                                                          {*retryAfter})
-                                      : std::string("Too many requests."));
+    detail::appendJsonString(
+        out, retryAfter
+                 ? detail::formatted("Too many requests; retry in {} seconds.", {*retryAfter})
+                 : std::string("Too many requests."));
     out.append(R"(,"violated-policies":[)");
     for (std::size_t i = 0; i < violatedPolicies.size(); ++i) {
         if (i > 0) {

@@ -237,7 +237,8 @@ struct RedisShared final : RefCounted {
         // "RedisStorage::Options.<field> ... (got <value><unit>)".
         const auto bad = [](std::string_view field, std::string_view rule, auto value,
                             std::string_view unit = "") {
-            throwInvalidArgument("RedisStorage::Options.{} {} (got {}{})", {field, rule, value, unit});
+            throwInvalidArgument("RedisStorage::Options.{} {} (got {}{})",
+                                 {field, rule, value, unit});
         };
         constexpr int kMaxPort = 65535;
         if (options.unixSocket.empty() && (options.port < 1 || options.port > kMaxPort)) {
