@@ -25,6 +25,7 @@ CASES = [
     ("redis_8", "Redis, 8 in flight (aggregate)", "µs/check"),
     ("redis_50", "Redis, 50 in flight (aggregate)", "µs/check"),
     ("redis_ceiling", "Redis, 8 clients × 16 pipelined (aggregate)", "µs/check"),
+    ("redis_server_cpu", "Redis, server CPU per check (`INFO commandstats`)", "µs/check"),
 ]
 LIBRARY = "ratelimit"
 ORDER = [
@@ -36,6 +37,7 @@ ORDER = [
     "rate-limiter-flexible+ioredis",
     "hiredis-evalsha",
     "redis-benchmark",
+    "reference-gcra-script",
 ]
 
 

@@ -9,7 +9,8 @@
 #
 # Each round runs, in an order rotated every round: ratelimit_bench (the TokenBucket rows and
 # the MutexMap and AtomicGcra baselines), ratelimit_redis_bench (TokenBucket and the bare
-# hiredis EVALSHA loop), redis-benchmark on the library's token bucket EVALSHA, Go's
+# hiredis EVALSHA loop), redis-benchmark on the library's token bucket EVALSHA (and the
+# server's CPU per check of it and of reference_gcra.lua, from INFO commandstats), Go's
 # x/time/rate, Guava's RateLimiter, and rate-limiter-flexible with ioredis. Redis peers use a
 # redis-server this script starts on a unix socket in a temporary directory (CPU 0, clients on
 # CPU 1, as ratelimit_redis_bench places its own). A peer whose tools are missing is skipped
@@ -84,6 +85,10 @@ if command -v redis-server >/dev/null; then
         "$BUILD/ratelimit_redis_bench" --dump-evalsha="$OUT/scripts"
         redis-cli -s "$SOCK" -x SCRIPT LOAD <"$OUT/scripts/token_bucket.lua" >/dev/null
         mapfile -t EVALSHA <"$OUT/scripts/token_bucket.args"
+        # The yardstick of the server's CPU: a minimal GCRA, admitting every call as the
+        # library's rows do (1 µs per token, a tolerance of 10^12 µs).
+        REFERENCE_SHA=$(redis-cli -s "$SOCK" -x SCRIPT LOAD <"$PEERS/reference_gcra.lua")
+        REFERENCE=(EVALSHA "$REFERENCE_SHA" 1 'rl:reference{15:user:0000000000}' 1 1000000000000 1)
         RUNNERS+=(redis_benchmark)
     else
         skip "redis-benchmark (needs redis-tools and ratelimit_redis_bench)"
@@ -123,6 +128,18 @@ redis_benchmark() {
             | tail -n 1 | cut -d, -f2 | tr -d '"')
         awk -v n="$name" -v r="$rps" 'BEGIN { printf "redis-benchmark\t%s\t%.3f\tus\n", n, 1e6 / r }'
     done
+    server_cpu "ratelimit" "${EVALSHA[@]}"
+    server_cpu "reference-gcra-script" "${REFERENCE[@]}"
+}
+# The server's CPU per check of one script: INFO commandstats' usec_per_call of EVALSHA over
+# one sequential redis-benchmark run of it (the statistics reset just before).
+server_cpu() {
+    local peer=$1
+    shift
+    redis-cli -s "$SOCK" CONFIG RESETSTAT >/dev/null
+    taskset -c 1 redis-benchmark -s "$SOCK" -n 20000 -c 1 --csv "$@" >/dev/null
+    redis-cli -s "$SOCK" INFO commandstats | awk -F'[=,]' -v p="$peer" \
+        '/^cmdstat_evalsha:/ { printf "%s\tredis_server_cpu\t%s\tus\n", p, $6 }'
 }
 
 for ((round = 1; round <= ROUNDS; ++round)); do
