@@ -107,8 +107,7 @@ function fixed_window.rebaseAndRoll(s, q, now)
 end
 )lua";
     /// The script's Lua, in the pieces the script joins: the shared window measures, then the
-    /// model. (Joined here, as a constant, they cost every file that includes the model a
-    /// tenth of its compile time: the compiler would copy each character.)
+    /// model.
     static constexpr std::array<std::string_view, 2> kLua{detail::kWindowLua, kLuaModel};
 
     /// Fresh once the window is over and the aligned window holding `now` starts after it

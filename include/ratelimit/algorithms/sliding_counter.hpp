@@ -132,8 +132,7 @@ function sliding_counter.retryTicks(s, q, e, cost)
 end
 )lua";
     /// The script's Lua, in the pieces the script joins: the shared window measures, then the
-    /// model. (Joined here, as a constant, they cost every file that includes the model a
-    /// tenth of its compile time: the compiler would copy each character.)
+    /// model.
     static constexpr std::array<std::string_view, 2> kLua{detail::kWindowLua, kLuaModel};
 
     static bool isFresh(const State& state, const Quota& q, Tick now) noexcept {

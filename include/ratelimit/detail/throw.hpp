@@ -23,6 +23,12 @@ public:
     explicit Decimal(Integer value) noexcept
         : Decimal(static_cast<std::int64_t>(value), std::cmp_less(value, 0)) {}
 
+    // NOLINTNEXTLINE(google-explicit-constructor): a message piece, used in place
+    operator std::string_view() const noexcept {
+        return {digits_.data() + first_, digits_.size() - first_};
+    }
+
+private:
     /// One conversion, of |value| as an unsigned 64-bit value, serves every type: `bits` holds
     /// the value's two's complement bits (so an unsigned value above 2^63 passes unchanged).
     /// Written from the right, least significant digit first (std::to_chars would do it too,
@@ -42,12 +48,6 @@ public:
         first_ = first;
     }
 
-    // NOLINTNEXTLINE(google-explicit-constructor): a message piece, used in place
-    operator std::string_view() const noexcept {
-        return {digits_.data() + first_, digits_.size() - first_};
-    }
-
-private:
     static constexpr std::size_t kDigits = 24;  // a sign and 20 digits fit
     std::array<char, kDigits> digits_{};
     std::size_t first_ = kDigits;  ///< where the text starts: it ends at the array's end
@@ -75,8 +75,10 @@ public:
     void appendTo(std::string& out) const {
         if (text_ != nullptr) {
             out.append(text_, value_);
+        } else if (negative_) {
+            out.append(Decimal(static_cast<std::int64_t>(value_)));
         } else {
-            out.append(Decimal(static_cast<std::int64_t>(value_), negative_));
+            out.append(Decimal(value_));
         }
     }
 

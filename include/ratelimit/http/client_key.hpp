@@ -255,8 +255,8 @@ public:
         }
         if (options_.ipv6AggregatePrefix < 0 ||
             options_.ipv6AggregatePrefix > options_.ipv6Prefix) {
-            fail("ipv6AggregatePrefix must be 0 or in 1..ipv6Prefix (got " +
-                 std::to_string(options_.ipv6AggregatePrefix) + ")");
+            fail(detail::formatted("ipv6AggregatePrefix must be 0 or in 1..ipv6Prefix (got {})",
+                                   {options_.ipv6AggregatePrefix}));
         }
         if (options_.trustedHops < 0 || options_.trustedHops > 32) {
             fail(

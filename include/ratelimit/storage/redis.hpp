@@ -39,7 +39,9 @@ inline namespace v1 {
 
 /// What the Redis storage needs from a model beyond `AlgorithmModel`: its step as Lua, the hash
 /// fields its state is stored in, and the version of that encoding (the library's models take
-/// both from `ModelNames`).
+/// both from `ModelNames`). The Lua is an array of pieces the storage joins in order, so that
+/// models share pieces without a constant joined at compile time (the constant evaluator
+/// copies a character at a time, in every file that includes a model).
 template <class M>
 concept RedisModel = AlgorithmModel<M> && requires {
     std::span<const std::string_view>(M::kLua);
