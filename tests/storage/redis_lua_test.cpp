@@ -146,7 +146,7 @@ std::optional<Fields> hashOf(const redisReply* r) {
 template <class Model>
 const std::string& scriptOf() {
     static const std::string script = ratelimit::detail::composeScript(
-        {Model::kName, Model::kLua, Model::kStateFields}, ratelimit::detail::kQuotaArgumentNames);
+        ratelimit::detail::scriptModel<Model>(), ratelimit::detail::kQuotaArgumentNames);
     return script;
 }
 

@@ -39,24 +39,26 @@ inline BucketOutcome bucketStep(const Quota& q, std::int64_t deficit, std::int64
     return {refused(q, remaining(deficit), wait, reset(deficit)), deficit};
 }
 
-/// `bucketStep` in Lua. With deficit <= capacity < 2^53 and cost <= burst,
-/// `cost * unitsPerToken <= capacity`; testing against the room left (never against
-/// `deficit + costUnits`, up to 2^54) keeps every value exact.
+/// `bucketStep` in Lua: the deficit to store, then the decision's four values. With
+/// deficit <= capacity < 2^53 and cost <= burst, `cost * unitsPerToken <= capacity`; testing
+/// against the room left (never against `deficit + costUnits`, up to 2^54) keeps every value
+/// exact. The C++ `reset` and `remaining` are written out at their uses (a Lua closure is made
+/// on every call).
 inline constexpr std::string_view kBucketStepLua = R"lua(
 local function bucketStep(q, deficit, cost)
-  local reset = function(d) return ceildiv(d, q.unitsPerTick) end
-  local remaining = function(d) return idiv(q.capacityUnits - d, q.unitsPerToken) end
   if cost > q.burst then
-    return refusedForever(q, remaining(deficit), reset(deficit)), deficit
+    return deficit, refusedForever(idiv(q.capacityUnits - deficit, q.unitsPerToken),
+                                   ceildiv(deficit, q.unitsPerTick))
   end
   local costUnits = cost * q.unitsPerToken
   local room = q.capacityUnits - deficit
   if costUnits <= room then
     local after = deficit + costUnits
-    return admitted(q, remaining(after), reset(after)), after
+    return after, admitted(idiv(q.capacityUnits - after, q.unitsPerToken),
+                           ceildiv(after, q.unitsPerTick))
   end
   local wait = ceildiv(costUnits - room, q.unitsPerTick)
-  return refused(q, remaining(deficit), wait, reset(deficit)), deficit
+  return deficit, refused(idiv(room, q.unitsPerToken), wait, ceildiv(deficit, q.unitsPerTick))
 end
 )lua";
 

@@ -55,16 +55,17 @@ struct FixedWindowModel : WindowKind, ModelNames<"fixed_window", 2, "last", "int
     }
 
     /// The same model in Lua, line by line (composed into a script by the Redis storage): a
-    /// step returns the decision and the state to store, or nil when nothing changed.
+    /// step returns the state to store (nil when nothing changed), then the decision. The
+    /// state a script loaded is its own, so the view is that state, not a copy.
     static constexpr std::string_view kLuaModel = R"lua(
 local fixed_window = {}
 function fixed_window.step(state, q, now, cost)
-  local view = copyOf(state)
+  local view = state
   local steppedBack = fixed_window.rebaseAndRoll(view, q, now)
   local left = q.period - view.into
   local reset = view.used > 0 and left or 0
   if cost > q.count then
-    return refusedForever(q, q.count - view.used, reset), nil
+    return nil, refusedForever(q.count - view.used, reset)
   end
   if view.used + cost <= q.count then
     local written = nil
@@ -72,13 +73,13 @@ function fixed_window.step(state, q, now, cost)
       view.used = view.used + cost
       written = view
     end
-    return admitted(q, q.count - view.used, view.used > 0 and left or 0), written
+    return written, admitted(q.count - view.used, view.used > 0 and left or 0)
   end
   local written = nil
   if steppedBack then
     written = view
   end
-  return refused(q, q.count - view.used, left, reset), written
+  return written, refused(q.count - view.used, left, reset)
 end
 function fixed_window.lastWrite(state)
   if state.used > 0 then return state.last end

@@ -62,14 +62,15 @@ struct SlidingCounterModel
     }
 
     /// The same model in Lua, line by line (composed into a script by the Redis storage): a
-    /// step returns the decision and the state to store, or nil when nothing changed.
+    /// step returns the state to store (nil when nothing changed), then the decision. The
+    /// state a script loaded is its own, so the view is that state, not a copy.
     /// Bounds: previous, current <= count, so every product (`previous·(W − e)`,
     /// `(count − current − cost)·W`, `W·(current + cost − count)`) stays within
     /// count·W < 2^53, and 2W < 2^53.
     static constexpr std::string_view kLuaModel = R"lua(
 local sliding_counter = {}
 function sliding_counter.step(state, q, now, cost)
-  local view = copyOf(state)
+  local view = state
   local steppedBack = sliding_counter.rebaseAndRoll(view, q, now)
   local w = q.period
   local e = view.into
@@ -78,7 +79,7 @@ function sliding_counter.step(state, q, now, cost)
   local remaining = q.count - carried - view.current
   local reset = view.current > 0 and 2 * w - e or (view.previous > 0 and w - e or 0)
   if cost > q.count then
-    return refusedForever(q, remaining, reset), nil
+    return nil, refusedForever(remaining, reset)
   end
   if cost == 0 or weighted <= (q.count - view.current - cost) * w then
     local written = nil
@@ -86,13 +87,13 @@ function sliding_counter.step(state, q, now, cost)
       view.current = view.current + cost
       written = view
     end
-    return admitted(q, remaining - cost, view.current > 0 and 2 * w - e or reset), written
+    return written, admitted(remaining - cost, view.current > 0 and 2 * w - e or reset)
   end
   local written = nil
   if steppedBack then
     written = view
   end
-  return refused(q, remaining, sliding_counter.retryTicks(view, q, e, cost), reset), written
+  return written, refused(remaining, sliding_counter.retryTicks(view, q, e, cost), reset)
 end
 function sliding_counter.lastWrite(state)
   if state.previous > 0 or state.current > 0 then return state.last end

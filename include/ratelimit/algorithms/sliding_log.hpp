@@ -50,8 +50,11 @@ struct SlidingLogModel : WindowKind, ModelNames<"sliding_log", 1, "runs"> {
         return d;
     }
 
+    /// Its Lua writes the runs as one string (`decode`, `encode`), not as decimal fields.
+    static constexpr bool kLuaEncodesState = true;
+
     /// The same model in Lua, line by line (composed into a script by the Redis storage): a
-    /// step returns the decision and the state to store, or nil when nothing changed. Runs
+    /// step returns the state to store (nil when nothing changed), then the decision. Runs
     /// are tables {time, count}, as in C++; `decode` and `encode` read and write the hash
     /// field (written with `string.format('%d %d', …)`). Lua arrays count from 1.
     static constexpr std::array<std::string_view, 1> kLua{R"lua(
@@ -63,11 +66,11 @@ function sliding_log.step(state, q, now, cost)
   end
   -- A step back: answered from the log moved so that its newest entry sits at now.
   local moved = {runs = sliding_log.movedBack(runs, q, now)}
-  local d, written = sliding_log.stepAt(moved, q, now, cost)
+  local written, allowed, remaining, retry, reset = sliding_log.stepAt(moved, q, now, cost)
   if cost >= 1 and cost <= q.count then
     written = moved
   end
-  return d, written
+  return written, allowed, remaining, retry, reset
 end
 function sliding_log.stepAt(state, q, now, cost)
   local runs = state.runs
@@ -82,7 +85,7 @@ function sliding_log.stepAt(state, q, now, cost)
   end
   local reset = first <= #runs and q.period - age(runs[#runs]) or 0
   if cost > q.count then
-    return refusedForever(q, q.count - used, reset), nil
+    return nil, refusedForever(q.count - used, reset)
   end
   if used + cost <= q.count then
     local written = nil
@@ -95,7 +98,7 @@ function sliding_log.stepAt(state, q, now, cost)
       sliding_log.append(state, now, cost, q.maxRunsPerKey)
       written = state
     end
-    return admitted(q, q.count - used - cost, cost > 0 and q.period or reset), written
+    return written, admitted(q.count - used - cost, cost > 0 and q.period or reset)
   end
   -- The oldest runs whose expiry brings used + cost within count.
   local freed = 0
@@ -104,7 +107,7 @@ function sliding_log.stepAt(state, q, now, cost)
     freed = freed + runs[j].count
     j = j + 1
   end
-  return refused(q, q.count - used, q.period - age(runs[j - 1]), reset), nil
+  return nil, refused(q.count - used, q.period - age(runs[j - 1]), reset)
 end
 function sliding_log.lastWrite(state)
   local runs = state.runs
@@ -136,9 +139,9 @@ end
 function sliding_log.fresh()
   return {runs = {}}
 end
-function sliding_log.decode(fields)
+function sliding_log.decode(text)
   local runs = {}
-  for t, c in string.gmatch(fields.runs, '(%-?%d+) (%d+)') do
+  for t, c in string.gmatch(text, '(%-?%d+) (%d+)') do
     runs[#runs + 1] = {time = tonumber(t), count = tonumber(c)}
   end
   return {runs = runs}
@@ -148,7 +151,7 @@ function sliding_log.encode(state)
   for i, r in ipairs(state.runs) do
     parts[i] = string.format('%d %d', r.time, r.count)
   end
-  return {runs = table.concat(parts, ' ')}
+  return table.concat(parts, ' ')
 end
 )lua"};
 

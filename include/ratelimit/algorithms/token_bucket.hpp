@@ -38,23 +38,24 @@ struct TokenBucketModel : BucketKind, ModelNames<"token_bucket", 1, "last", "def
     }
 
     /// The same model in Lua, line by line (composed into a script by the Redis storage): a
-    /// step returns the decision and the state to store, or nil when nothing changed.
+    /// step returns the state to store (nil when nothing changed), then the decision.
     /// Bounds: deficit <= capacityUnits < 2^53; a product above 2^53 is only compared with
     /// the deficit, which rounding cannot reverse.
     static constexpr std::string_view kLuaModel = R"lua(
 local token_bucket = {}
 function token_bucket.step(state, q, now, cost)
   local steppedBack = state.deficit > 0 and now < state.last
-  local decision, deficitAfter = bucketStep(q, token_bucket.deficitAt(state, q, now), cost)
-  if cost > 0 and cost <= q.burst and (decision.allowed or steppedBack) then
+  local deficitAfter, allowed, remaining, retry, reset =
+    bucketStep(q, token_bucket.deficitAt(state, q, now), cost)
+  if cost > 0 and cost <= q.burst and (allowed or steppedBack) then
     -- Admitted, or rebased: a step back keeps the deficit and restarts refill at now.
     state.last = now
-    if decision.allowed then
+    if allowed then
       state.deficit = deficitAfter
     end
-    return decision, state
+    return state, allowed, remaining, retry, reset
   end
-  return decision, nil
+  return nil, allowed, remaining, retry, reset
 end
 function token_bucket.lastWrite(state)
   if state.deficit > 0 then return state.last end

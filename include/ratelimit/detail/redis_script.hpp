@@ -1,8 +1,15 @@
 #pragma once
 
 // A model's Redis script and the request that runs it. Each model keeps its Lua next to its
-// C++ step (`Model::kLua`); `composeScript` joins it with the helpers every model uses and the
-// main chunk that loads the key's state, applies the step and stores what it wrote.
+// C++ step (`Model::kLua`); `composeScript` joins it with the helpers every model uses, the
+// reading of the call's arguments, the loading and storing of the model's state (written out
+// for its fields), and the main chunk that applies the step and stores what it wrote.
+//
+// The script runs on every check, on the server's one core, so its cost is the server's
+// throughput: it is written for the Lua interpreter's costs, measured in bench/README.md
+// ("Redis, server CPU per check"). A `local function` is a closure made anew on each call and
+// a table is an allocation, so there are few of either, and a step returns its decision as
+// values, not as a table.
 
 #include <algorithm>
 #include <array>
@@ -28,45 +35,38 @@ namespace detail {
 /// `fmod`), `a - r` is then an exact multiple of `b` and dividing it is exact, so `idiv`,
 /// `ceildiv` and `imod` are exact for |a|, |b| < 2^53, b ~= 0. `fmt` is the one way a number
 /// becomes a string (`tostring` and `..` print 14 significant digits). The decision builders
-/// are the C++ ones (algorithms/model.hpp): a retry of -1 means never.
+/// are the C++ ones (algorithms/model.hpp), returning a decision as four values: allowed,
+/// remaining, retry (-1 means never) and reset.
 inline constexpr std::string_view kLuaPrelude = R"lua(
+local fmod = math.fmod
 local function idiv(a, b)
-  local r = math.fmod(a, b)
+  local r = fmod(a, b)
   local q = (a - r) / b
   if r ~= 0 and (r < 0) ~= (b < 0) then q = q - 1 end
   return q
 end
 local function ceildiv(a, b)
-  local r = math.fmod(a, b)
+  local r = fmod(a, b)
   local q = (a - r) / b
   if r ~= 0 and (r < 0) == (b < 0) then q = q + 1 end
   return q
 end
 local function imod(a, b)
-  local r = math.fmod(a, b)
+  local r = fmod(a, b)
   if r ~= 0 and (r < 0) ~= (b < 0) then r = r + b end
   return r
 end
 local function fmt(x)
   return string.format('%d', x)
 end
-local function copyOf(t)
-  local out = {}
-  for k, v in pairs(t) do out[k] = v end
-  return out
+local function admitted(remaining, reset)
+  return true, remaining, 0, reset
 end
-local function decision(q, allowed, remaining, retry, reset)
-  if remaining < 0 then remaining = 0 end
-  return {allowed = allowed, remaining = remaining, retry = retry, reset = reset}
+local function refused(remaining, retry, reset)
+  return false, remaining, retry, reset
 end
-local function admitted(q, remaining, reset)
-  return decision(q, true, remaining, 0, reset)
-end
-local function refused(q, remaining, retry, reset)
-  return decision(q, false, remaining, retry, reset)
-end
-local function refusedForever(q, remaining, reset)
-  return decision(q, false, remaining, -1, reset)
+local function refusedForever(remaining, reset)
+  return false, remaining, -1, reset
 end
 )lua";
 
@@ -82,97 +82,46 @@ consteval std::size_t callArgument(std::string_view name) {
     }
     return static_cast<std::size_t>(found - kCallArguments.begin());
 }
+static_assert(callArgument("now") == 0 && callArgument("cost") == 1 &&
+                  callArgument("consume") == 2 && callArgument("phase") == 3,
+              "kLuaCall reads ARGV[1] … ARGV[4] in this order");
 
-/// The main chunk, after the model's Lua and the tables `model`, `STATE` (the state's hash
-/// fields), `CALL` (call argument → ARGV index) and `QUOTA` (the quota's fields, in ARGV order
-/// after the call's). It loads the key's state (a missing or unreadable one is fresh), applies
-/// the step under the late-call rule of `detail::applyStep`, and stores the state the step
-/// wrote, with a TTL that outlives it: `keep` ticks (the model's, or the decision's reset)
-/// plus the late-call tolerance, rounded up to 1 ms, plus 1 ms. That millisecond is not slack:
-/// Redis counts a relative PEXPIRE from its cached command time, a whole millisecond that can
-/// already be in the past, and deletes a key at once when that base plus the TTL is not after the
-/// live clock (redis-server 7.0.15). A refusal's rebase is stored with `pcall`, so that at
-/// `maxmemory` (where `HSET` is denied) refusals still answer; an admission that cannot be stored
-/// fails the script instead of admitting for free. Returns {allowed 1/0, limit, remaining, retry µs
-/// (-1 = never), reset µs}.
-inline constexpr std::string_view kLuaMain = R"lua(
-local function argument(i, name)
-  local v = tonumber(ARGV[i])
-  if v == nil or v ~= math.floor(v) or v >= 9007199254740992 or v <= -9007199254740992 then
-    error('ratelimit: ARGV ' .. name .. ' is not an integer below 2^53')
-  end
-  return v
-end
-local function load(key)
-  local values = redis.call('HMGET', key, unpack(STATE))
-  local fields = {}
-  for i, field in ipairs(STATE) do
-    if not values[i] then
-      return model.fresh()
-    end
-    fields[field] = values[i]
-  end
-  return model.decode(fields)
-end
-local function store(key, state, keep)
-  if keep <= 0 then
-    redis.call('DEL', key)
-    return
-  end
-  local encoded = model.encode(state)
-  local fieldsAndValues = {}
-  for _, field in ipairs(STATE) do
-    fieldsAndValues[#fieldsAndValues + 1] = field
-    fieldsAndValues[#fieldsAndValues + 1] = encoded[field]
-  end
-  redis.call('HSET', key, unpack(fieldsAndValues))
-  redis.call('PEXPIRE', key, fmt(ceildiv(keep, 1000) + 1))
-end
--- Numeric states, unless the model encodes its own.
-if not model.fresh then
-  model.fresh = function()
-    local state = {}
-    for _, field in ipairs(STATE) do state[field] = 0 end
-    return state
-  end
-  model.decode = function(fields)
-    local state = {}
-    for field, text in pairs(fields) do
-      state[field] = tonumber(text)
-      if state[field] == nil then return model.fresh() end
-    end
-    return state
-  end
-  model.encode = function(state)
-    local fields = {}
-    for _, field in ipairs(STATE) do fields[field] = fmt(state[field]) end
-    return fields
-  end
-end
-if not model.keep then
-  model.keep = function(state, q, reset) return reset end
-end
-
-local now
-if ARGV[CALL.now] == '' then
+/// The call's own arguments: the time (a missing one reads `TIME`) less the key's phase, and
+/// the cost. `now` and `cost` are checked, since a script error is the only safe answer to a
+/// malformed one; the phase and the quota come from the storage, which checked the quota when
+/// it was made, and are read as they are.
+inline constexpr std::string_view kLuaCall = R"lua(
+local now = ARGV[1]
+if now == '' then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 else
-  now = argument(CALL.now, 'now')
+  now = tonumber(now)
+  if now == nil or now % 1 ~= 0 or now >= 9007199254740992 or now <= -9007199254740992 then
+    error('ratelimit: ARGV now is not an integer below 2^53')
+  end
 end
-now = now - argument(CALL.phase, 'phase')
+now = now - tonumber(ARGV[4])
 -- Any cost above the limit is refused for ever whatever its value, so it needs no bound.
-local cost = tonumber(ARGV[CALL.cost])
-if cost == nil or cost ~= math.floor(cost) or cost < 0 then
+local cost = tonumber(ARGV[2])
+if cost == nil or cost < 0 or cost % 1 ~= 0 then
   error('ratelimit: ARGV cost is not a whole number >= 0')
 end
-local consume = ARGV[CALL.consume] == '1'
-local q = {}
-for i, name in ipairs(QUOTA) do
-  q[name] = argument(#CALL_NAMES + i, name)
-end
+)lua";
 
-local state = load(KEYS[1])
+/// The main chunk, after the model's Lua, the call's arguments, and what `composeScript`
+/// writes for the model: `model`, the quota `q`, the key's `state` (a missing or unreadable one
+/// is fresh) and `store(state, keep)`. It applies the step under the late-call rule of
+/// `detail::applyStep` and stores the state the step wrote, with a TTL that outlives it:
+/// `keep` ticks (the model's, or the decision's reset) plus the late-call tolerance, rounded
+/// up to 1 ms, plus 1 ms. That millisecond is not slack: Redis counts a relative PEXPIRE from
+/// its cached command time, a whole millisecond that can already be in the past, and deletes
+/// a key at once when that base plus the TTL is not after the live clock (redis-server
+/// 7.0.15). A refusal's rebase is stored with `pcall`, so that at `maxmemory` (where `HSET` is
+/// denied) refusals still answer; an admission that cannot be stored fails the script instead
+/// of admitting for free. Returns {allowed 1/0, limit, remaining, retry µs (-1 = never),
+/// reset µs}.
+inline constexpr std::string_view kLuaMain = R"lua(
 -- detail::applyStep: a call at most lateTolerance before the last write is answered at the
 -- last write, without a rebase, and its waits count from its own time.
 local late = 0
@@ -181,22 +130,23 @@ if last ~= nil and now < last and last - now <= q.lateTolerance then
   late = last - now
   now = last
 end
-local d, written = model.step(state, q, now, cost)
-if consume and cost > 0 and written then
+local written, allowed, remaining, retry, reset = model.step(state, q, now, cost)
+if written and cost > 0 and ARGV[3] == '1' then
   -- Kept for the late-call tolerance longer: a call that late must find the state, not a
   -- fresh key.
-  local keep = model.keep(written, q, d.reset) + q.lateTolerance
-  if d.allowed then
-    store(KEYS[1], written, keep)
+  local keep = (model.keep and model.keep(written, q, reset) or reset) + q.lateTolerance
+  if allowed then
+    store(written, keep)
   else
-    pcall(store, KEYS[1], written, keep)
+    pcall(store, written, keep)
   end
 end
 if late > 0 then
-  if d.retry > 0 then d.retry = d.retry + late end
-  if d.reset > 0 then d.reset = d.reset + late end
+  if retry > 0 then retry = retry + late end
+  if reset > 0 then reset = reset + late end
 end
-return {d.allowed and 1 or 0, q.capacity, d.remaining, d.retry, d.reset}
+if remaining < 0 then remaining = 0 end
+return {allowed and 1 or 0, q.capacity, remaining, retry, reset}
 )lua";
 
 /// What one model's script is made of.
@@ -204,16 +154,10 @@ struct ScriptModel {
     std::string_view name;                          ///< the model's Lua table (`kName`)
     std::span<const std::string_view> lua;          ///< `kLua`: pieces, joined in order
     std::span<const std::string_view> stateFields;  ///< `kStateFields`
+    /// True when the model's Lua encodes its state itself (`fresh`, `decode` and `encode`, of
+    /// its one field); otherwise each field holds a number in decimal.
+    bool encodesState = false;
 };
-
-/// `{'a', 'b'}`: names as a Lua array of strings.
-inline void appendLuaNames(std::string& out, std::span<const std::string_view> names) {
-    out.push_back('{');
-    for (std::size_t i = 0; i < names.size(); ++i) {
-        out.append(i == 0 ? "'" : ", '").append(names[i]).push_back('\'');
-    }
-    out.push_back('}');
-}
 
 /// True for a Lua identifier: a letter or `_`, then letters, digits and `_`.
 constexpr bool isLuaIdentifier(std::string_view s) noexcept {
@@ -221,9 +165,71 @@ constexpr bool isLuaIdentifier(std::string_view s) noexcept {
     return !s.empty() && !ascii::isDigit(s.front()) && std::all_of(s.begin(), s.end(), word);
 }
 
+/// `'a', 'b'`: names as a list of Lua strings.
+inline void appendLuaNames(std::string& out, std::span<const std::string_view> names) {
+    for (std::size_t i = 0; i < names.size(); ++i) {
+        out.append(i == 0 ? "'" : ", '").append(names[i]).push_back('\'');
+    }
+}
+
+/// `{a = <value of a>, b = <value of b>}`, each value `before` + its index from 1 + `after`.
+inline void appendLuaTable(std::string& out, std::span<const std::string_view> names,
+                           std::string_view before, std::size_t firstIndex,
+                           std::string_view after) {
+    out.push_back('{');
+    for (std::size_t i = 0; i < names.size(); ++i) {
+        out.append(i == 0 ? "" : ", ").append(names[i]).append(" = ").append(before);
+        out.append(std::to_string(firstIndex + i)).append(after);
+    }
+    out.push_back('}');
+}
+
+/// The model's quota `q`, its key's `state` and `store`, written out field by field for the
+/// model, so the script builds no list of names and runs no loop over one on each call.
+inline void appendModelGlue(std::string& out, const ScriptModel& model,
+                            std::span<const std::string_view> quotaFields) {
+    const std::span<const std::string_view> fields = model.stateFields;
+    out.append("\nlocal model = ").append(model.name).append("\nlocal q = ");
+    appendLuaTable(out, quotaFields, "tonumber(ARGV[", kCallArguments.size() + 1, "])");
+    out.append("\nlocal stored = redis.call('HMGET', KEYS[1], ");
+    appendLuaNames(out, fields);
+    out.append(")\nlocal state\n");
+    std::string stored;  // the fields' values, for HSET
+    if (model.encodesState) {
+        out.append(
+            "if stored[1] then state = model.decode(stored[1]) end\n"
+            "if not state then state = model.fresh() end\n");
+        stored.append("'").append(fields[0]).append("', model.encode(s)");
+    } else {
+        out.append("state = ");
+        appendLuaTable(out, fields, "tonumber(stored[", 1, "])");
+        out.append("\nif not (");
+        for (std::size_t i = 0; i < fields.size(); ++i) {
+            out.append(i == 0 ? "state." : " and state.").append(fields[i]);
+            stored.append(i == 0 ? "'" : ", '").append(fields[i]).append("', fmt(s.");
+            stored.append(fields[i]).append(")");
+        }
+        out.append(") then\n  state = {");
+        for (std::size_t i = 0; i < fields.size(); ++i) {
+            out.append(i == 0 ? "" : ", ").append(fields[i]).append(" = 0");
+        }
+        out.append("}\nend\n");
+    }
+    out.append(
+           "local function store(s, keep)\n"
+           "  if keep <= 0 then\n"
+           "    redis.call('DEL', KEYS[1])\n"
+           "    return\n"
+           "  end\n"
+           "  redis.call('HSET', KEYS[1], ")
+        .append(stored)
+        .append(")\n  redis.call('PEXPIRE', KEYS[1], fmt(ceildiv(keep, 1000) + 1))\nend\n");
+}
+
 /// The script that runs one model's step: the prelude, the model's Lua (defining the table
-/// `model.name`), the tables the main chunk reads, and the main chunk. No `#!lua` shebang.
-/// Throws: `std::invalid_argument` when a name is not a Lua identifier.
+/// `model.name`), the call's arguments, the model's glue, and the main chunk. No `#!lua`
+/// shebang. Throws: `std::invalid_argument` when a name is not a Lua identifier, or a model
+/// that encodes its own state has other than one field.
 inline std::string composeScript(const ScriptModel& model,
                                  std::span<const std::string_view> quotaFields) {
     const auto checkName = [](std::string_view name) {
@@ -235,25 +241,23 @@ inline std::string composeScript(const ScriptModel& model,
     checkName(model.name);
     std::for_each(model.stateFields.begin(), model.stateFields.end(), checkName);
     std::for_each(quotaFields.begin(), quotaFields.end(), checkName);
+    if (model.stateFields.empty() || (model.encodesState && model.stateFields.size() != 1)) {
+        throwInvalidArgument("composeScript: a model's state has fields, one if it encodes it");
+    }
     std::string script;
-    constexpr std::size_t kTables = 512;  // the four tables' text
+    constexpr std::size_t kGlue = 1024;  // the model's glue
     std::size_t luaSize = 0;
     for (const std::string_view piece : model.lua) {
         luaSize += piece.size();
     }
-    script.reserve(kLuaPrelude.size() + luaSize + kLuaMain.size() + kTables);
+    script.reserve(kLuaPrelude.size() + luaSize + kLuaCall.size() + kLuaMain.size() + kGlue);
     script.append(kLuaPrelude);
     for (const std::string_view piece : model.lua) {
         script.append(piece);
     }
-    script.append("\nlocal model = ").append(model.name).append("\nlocal STATE = ");
-    appendLuaNames(script, model.stateFields);
-    script.append("\nlocal CALL_NAMES = ");
-    appendLuaNames(script, kCallArguments);
-    script.append("\nlocal CALL = {}\nfor i, name in ipairs(CALL_NAMES) do CALL[name] = i end");
-    script.append("\nlocal QUOTA = ");
-    appendLuaNames(script, quotaFields);
-    script.append("\n").append(kLuaMain);
+    script.append(kLuaCall);
+    appendModelGlue(script, model, quotaFields);
+    script.append(kLuaMain);
     return script;
 }
 

@@ -51,6 +51,17 @@ concept RedisModel = AlgorithmModel<M> && requires {
 
 namespace detail {
 
+/// What `composeScript` takes from `M`. A model whose Lua encodes its state itself says so
+/// with `static constexpr bool kLuaEncodesState = true`.
+template <RedisModel M>
+constexpr ScriptModel scriptModel() noexcept {
+    bool encodes = false;
+    if constexpr (requires { M::kLuaEncodesState; }) {
+        encodes = M::kLuaEncodesState;
+    }
+    return {M::kName, M::kLua, M::kStateFields, encodes};
+}
+
 struct RedisShared;
 
 /// Lua numbers are doubles: values below 2^53, spans below 2^51 µs (so that a window and the
@@ -333,8 +344,7 @@ public:
         : shared_(std::move(shared)),
           keyPrefix_(shared_->options.keyPrefix + ":" + options.name + ":" + std::string(M::kName) +
                      ":v" + std::to_string(M::kStateVersion)),
-          script_(detail::composeScript({M::kName, M::kLua, M::kStateFields},
-                                        detail::kQuotaArgumentNames)),
+          script_(detail::composeScript(detail::scriptModel<M>(), detail::kQuotaArgumentNames)),
           sha_(detail::sha1Hex(script_)),
           quota_(quota),
           policy_(options.failurePolicy),
