@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
@@ -105,14 +106,29 @@ std::optional<Fields> fieldsOf(const SlidingLogModel::State& s) {
     if (s.runs.empty()) {
         return std::nullopt;
     }
+    // Each run as two little-endian IEEE doubles, time then count.
     std::string runs;
-    for (const auto& r : s.runs) {
-        if (!runs.empty()) {
-            runs += ' ';
+    const auto append = [&](std::int64_t v) {
+        auto bits = std::bit_cast<std::uint64_t>(static_cast<double>(v));
+        for (int byte = 0; byte < 8; ++byte, bits >>= 8U) {
+            runs.push_back(static_cast<char>(bits & 0xFFU));
         }
-        runs += str(r.time) + ' ' + str(r.count);
+    };
+    for (const auto& r : s.runs) {
+        append(r.time);
+        append(r.count);
     }
     return Fields{{"runs", runs}};
+}
+
+/// The time of the first run in the sliding log's field (its first little-endian double).
+std::int64_t firstRunTime(const std::string& runs) {
+    REQUIRE(runs.size() >= 16);
+    std::uint64_t bits = 0;
+    for (int byte = 7; byte >= 0; --byte) {
+        bits = (bits << 8U) | static_cast<unsigned char>(runs[static_cast<std::size_t>(byte)]);
+    }
+    return static_cast<std::int64_t>(std::bit_cast<double>(bits));
 }
 
 std::string describe(const std::optional<Fields>& f) {
@@ -664,7 +680,8 @@ TEMPLATE_TEST_CASE("Redis Lua: the script reads TIME when ARGV[1] is empty", "[r
     const rt::RedisReplyPtr stored = rt::command(c.get(), {"HGET", key, field});
     REQUIRE(stored != nullptr);
     REQUIRE(stored->type == REDIS_REPLY_STRING);
-    const std::int64_t storedTime = std::stoll(std::string(stored->str, stored->len));
+    const std::string bytes(stored->str, stored->len);
+    const std::int64_t storedTime = field == "runs" ? firstRunTime(bytes) : std::stoll(bytes);
     CHECK(storedTime >= before - phase);
     CHECK(storedTime <= after - phase);
     // That is the time the step ran at: the C++ step there gives the same decision.

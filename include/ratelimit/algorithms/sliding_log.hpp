@@ -21,9 +21,10 @@ inline namespace v1 {
 /// State: runs of (time, count), oldest first, merged when times are equal. At most
 /// `Quota::maxRunsPerKey` runs: beyond it the two oldest merge at the later one's time, so
 /// their entries expire later, never earlier (conservative: it never over-admits). 16 bytes
-/// (a `detail::CompactVector`) plus 16 per run. In Redis, one hash field holds the runs as "time
-/// count" pairs, oldest first.
-struct SlidingLogModel : WindowKind, ModelNames<"sliding_log", 1, "runs"> {
+/// (a `detail::CompactVector`) plus 16 per run. In Redis, one hash field holds the runs, oldest
+/// first, each as two little-endian IEEE doubles (time, count), exact below 2^53. Redis encoding
+/// version 1 held them as decimal text, which cost the script a parse and a print per value.
+struct SlidingLogModel : WindowKind, ModelNames<"sliding_log", 2, "runs"> {
     struct Run {
         Tick time = 0;
         std::int64_t count = 0;
@@ -56,7 +57,8 @@ struct SlidingLogModel : WindowKind, ModelNames<"sliding_log", 1, "runs"> {
     /// The same model in Lua, line by line (composed into a script by the Redis storage): a
     /// step returns the state to store (nil when nothing changed), then the decision. Runs
     /// are tables {time, count}, as in C++; `decode` and `encode` read and write the hash
-    /// field (written with `string.format('%d %d', …)`). Lua arrays count from 1.
+    /// field with one call of Redis's bundled `struct` library each (nil: not a whole number
+    /// of runs, read as fresh). Lua arrays count from 1.
     static constexpr std::array<std::string_view, 1> kLua{R"lua(
 local sliding_log = {}
 function sliding_log.step(state, q, now, cost)
@@ -140,18 +142,24 @@ function sliding_log.fresh()
   return {runs = {}}
 end
 function sliding_log.decode(text)
+  local n = #text / 16
+  if n < 1 or n % 1 ~= 0 then
+    return nil
+  end
+  local values = {struct.unpack('<' .. string.rep('d', 2 * n), text)}
   local runs = {}
-  for t, c in string.gmatch(text, '(%-?%d+) (%d+)') do
-    runs[#runs + 1] = {time = tonumber(t), count = tonumber(c)}
+  for i = 1, n do
+    runs[i] = {time = values[2 * i - 1], count = values[2 * i]}
   end
   return {runs = runs}
 end
 function sliding_log.encode(state)
-  local parts = {}
+  local values = {}
   for i, r in ipairs(state.runs) do
-    parts[i] = string.format('%d %d', r.time, r.count)
+    values[2 * i - 1] = r.time
+    values[2 * i] = r.count
   end
-  return table.concat(parts, ' ')
+  return struct.pack('<' .. string.rep('d', #values), unpack(values))
 end
 )lua"};
 
