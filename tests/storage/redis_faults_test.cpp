@@ -1174,7 +1174,7 @@ TEST_CASE("Redis faults: errors of every kind are heard once when they start and
         const std::string redisKey =
             rt::redisKeyOf<ratelimit::TokenBucketModel>("rl", "kinds", "wrong-type");
         key = "wrong-type";
-        rt::ok(rt::command(raw.get(), {"SET", redisKey, "a string"}));
+        rt::ok(rt::command(raw.get(), {"HSET", redisKey, "a", "hash"}));
         end = [&, redisKey] { rt::ok(rt::command(raw.get(), {"DEL", redisKey})); };
     }
 

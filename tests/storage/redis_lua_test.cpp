@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
@@ -20,7 +19,6 @@
 #include <cstdlib>
 #include <functional>
 #include <limits>
-#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -46,6 +44,7 @@
 
 #include "support/catch.hpp"
 #include "support/limiters.hpp"
+#include "support/packed_state.hpp"
 #include "support/random_traffic.hpp"
 #include "support/redis_server.hpp"
 #include "support/redis_test_server.hpp"
@@ -68,93 +67,67 @@ constexpr std::int64_t kTwoPow53 = std::int64_t{1} << 53;
 // |simulated time| stays below 2^52, so every difference of two times is below 2^53.
 constexpr std::int64_t kTimeBound = std::int64_t{1} << 52;
 
-using Fields = std::map<std::string, std::string>;
-
 std::string str(std::int64_t v) { return std::to_string(v); }
 
-// ---- the C++ state as the Redis hash holds it (nullopt: the fresh state, no key) -----------
+// ---- the C++ state as the key's value holds it (nullopt: the fresh state, no key) ----------
 
-std::optional<Fields> fieldsOf(const TokenBucketModel::State& s) {
+using Packed = std::optional<std::string>;
+
+Packed valueOf(const TokenBucketModel::State& s) {
     if (s.last == 0 && s.deficit == 0) {
         return std::nullopt;
     }
-    return Fields{{"last", str(s.last)}, {"deficit", str(s.deficit)}};
+    return rt::packedState({s.last, s.deficit});
 }
 
-std::optional<Fields> fieldsOf(const LeakyBucketModel::State& s) {
-    return fieldsOf(static_cast<const TokenBucketModel::State&>(s));
+Packed valueOf(const LeakyBucketModel::State& s) {
+    return valueOf(static_cast<const TokenBucketModel::State&>(s));
 }
 
-std::optional<Fields> fieldsOf(const FixedWindowModel::State& s) {
+Packed valueOf(const FixedWindowModel::State& s) {
     if (s.into == 0 && s.last == 0 && s.used == 0) {
         return std::nullopt;
     }
-    return Fields{{"last", str(s.last)}, {"into", str(s.into)}, {"used", str(s.used)}};
+    return rt::packedState({s.last, s.into, s.used});
 }
 
-std::optional<Fields> fieldsOf(const SlidingCounterModel::State& s) {
+Packed valueOf(const SlidingCounterModel::State& s) {
     if (s.into == 0 && s.last == 0 && s.previous == 0 && s.current == 0) {
         return std::nullopt;
     }
-    return Fields{{"last", str(s.last)},
-                  {"into", str(s.into)},
-                  {"previous", str(s.previous)},
-                  {"current", str(s.current)}};
+    return rt::packedState({s.last, s.into, s.previous, s.current});
 }
 
-std::optional<Fields> fieldsOf(const SlidingLogModel::State& s) {
+Packed valueOf(const SlidingLogModel::State& s) {
     if (s.runs.empty()) {
         return std::nullopt;
     }
-    // Each run as two little-endian IEEE doubles, time then count.
     std::string runs;
-    const auto append = [&](std::int64_t v) {
-        auto bits = std::bit_cast<std::uint64_t>(static_cast<double>(v));
-        for (int byte = 0; byte < 8; ++byte, bits >>= 8U) {
-            runs.push_back(static_cast<char>(bits & 0xFFU));
-        }
-    };
     for (const auto& r : s.runs) {
-        append(r.time);
-        append(r.count);
+        runs += rt::packedState({r.time, r.count});
     }
-    return Fields{{"runs", runs}};
+    return runs;
 }
 
-/// The time of the first run in the sliding log's field (its first little-endian double).
-std::int64_t firstRunTime(const std::string& runs) {
-    REQUIRE(runs.size() >= 16);
-    std::uint64_t bits = 0;
-    for (int byte = 7; byte >= 0; --byte) {
-        bits = (bits << 8U) | static_cast<unsigned char>(runs[static_cast<std::size_t>(byte)]);
-    }
-    return static_cast<std::int64_t>(std::bit_cast<double>(bits));
-}
-
-std::string describe(const std::optional<Fields>& f) {
-    if (!f) {
+/// The values, readable: "(fresh)" or the numbers in order.
+std::string describe(const Packed& v) {
+    if (!v) {
         return "(fresh)";
     }
     std::string out;
-    for (const auto& [k, v] : *f) {
-        out += k;
-        out += '=';
-        out += v;
+    for (const std::int64_t x : rt::unpackedState(*v)) {
+        out += str(x);
         out += ' ';
     }
-    return out;
+    return out + "(" + str(static_cast<std::int64_t>(v->size())) + " bytes)";
 }
 
-std::optional<Fields> hashOf(const redisReply* r) {
-    if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements == 0) {
+/// A GET reply: the value, or nullopt for no key.
+Packed valueOf(const redisReply* r) {
+    if (r == nullptr || r->type != REDIS_REPLY_STRING) {
         return std::nullopt;
     }
-    Fields f;
-    for (std::size_t i = 0; i + 1 < r->elements; i += 2) {
-        f[std::string(r->element[i]->str, r->element[i]->len)] =
-            std::string(r->element[i + 1]->str, r->element[i + 1]->len);
-    }
-    return f;
+    return std::string(r->str, r->len);
 }
 
 // ---- the script and one call of it -----------------------------------------------------------
@@ -166,8 +139,8 @@ const std::string& scriptOf() {
     return script;
 }
 
-/// The composed script, verbatim, as a function body; then the TTL, the hash and PERSIST in
-/// the same script. Returns {decision, PTTL, PEXPIRETIME (error before Redis 7), hash,
+/// The composed script, verbatim, as a function body; then the TTL, the value and PERSIST in
+/// the same script. Returns {decision, PTTL, PEXPIRETIME (error before Redis 7), value,
 /// TIME before the step, TIME after the TTL reads}.
 template <class Model>
 const std::string& probeScriptOf() {
@@ -179,9 +152,9 @@ local decision = ratelimitStep()
 local pttl = redis.call('PTTL', KEYS[1])
 local expireTime = redis.pcall('PEXPIRETIME', KEYS[1])
 local after = redis.call('TIME')
-local hash = redis.call('HGETALL', KEYS[1])
+local value = redis.call('GET', KEYS[1])
 redis.call('PERSIST', KEYS[1])
-return {decision, pttl, expireTime, hash, before, after}
+return {decision, pttl, expireTime, value, before, after}
 )lua";
     return script;
 }
@@ -419,7 +392,7 @@ struct Differential {
                     << q.period << "us, burst " << q.burst << ", maxRuns " << q.maxRunsPerKey
                     << ", phase " << phase << ") step " << i << ": now " << now << " (raw " << t
                     << "), cost " << cost << ", consume " << consume << ", state "
-                    << describe(fieldsOf(state));
+                    << describe(valueOf(state));
 
             // The key's simulated TTL ran out: the C++ state must be fresh by then.
             if (hasExpiry && now >= expiry) {
@@ -435,7 +408,7 @@ struct Differential {
                 }
             }
 
-            const std::optional<Fields> before = fieldsOf(state);
+            const Packed before = valueOf(state);
             Decision d;
             if (consume && cost > 0) {
                 d = Model::step(state, q, now, cost);
@@ -443,7 +416,7 @@ struct Differential {
                 typename Model::State copy = state;
                 d = Model::step(copy, q, now, cost);
             }
-            const std::optional<Fields> after = fieldsOf(state);
+            const Packed after = valueOf(state);
             const bool wrote = after != before;
 
             const std::vector<std::string> args =
@@ -458,7 +431,7 @@ struct Differential {
             const redisReply* evalReply = probe->element[0];
             const long long pttl = probe->element[1]->integer;
             const redisReply* expireTime = probe->element[2];
-            const redisReply* hash = probe->element[3];
+            const redisReply* value = probe->element[3];
             const auto ms = [](const redisReply* time) {
                 return std::stoll(time->element[0]->str) * 1000 +
                        std::stoll(time->element[1]->str) / 1000;
@@ -480,14 +453,9 @@ struct Differential {
             const std::int64_t keep = keepUs<Model>(state, q, l->reset);
             const std::int64_t ttlMs = ceilMs(keep) + 1;
             const bool stalled = wrote && endMs - startMs + 1 >= ttlMs;
-            const std::optional<Fields> stored = hashOf(hash);
+            const Packed stored = valueOf(value);
             if (stalled && !stored && pttl == -2) {
-                std::vector<std::string> restore = {"HSET", key};
-                for (const auto& [field, value] : *after) {
-                    restore.push_back(field);
-                    restore.push_back(value);
-                }
-                REQUIRE(rt::command(c, views(restore)) != nullptr);
+                REQUIRE(rt::command(c, {"SET", key, *after}) != nullptr);
                 ++stalls;
             } else if (stored != after) {
                 FAIL(context.str() << ": Redis holds " << describe(stored) << ", C++ "
@@ -676,12 +644,13 @@ TEMPLATE_TEST_CASE("Redis Lua: the script reads TIME when ARGV[1] is empty", "[r
     CHECK(ttl->integer > 0);
     CHECK(ttl->integer <= ceilMs(l->reset) + 1);
     // The stored time is the server's, minus the phase.
-    const std::string field = TestType::kName == std::string_view("sliding_log") ? "runs" : "last";
-    const rt::RedisReplyPtr stored = rt::command(c.get(), {"HGET", key, field});
+    // (Every model's first packed value is a time: `last`, or the sliding log's first run's.)
+    const rt::RedisReplyPtr stored = rt::command(c.get(), {"GET", key});
     REQUIRE(stored != nullptr);
     REQUIRE(stored->type == REDIS_REPLY_STRING);
-    const std::string bytes(stored->str, stored->len);
-    const std::int64_t storedTime = field == "runs" ? firstRunTime(bytes) : std::stoll(bytes);
+    const std::vector<std::int64_t> values = rt::unpackedState({stored->str, stored->len});
+    REQUIRE_FALSE(values.empty());
+    const std::int64_t storedTime = values[0];
     CHECK(storedTime >= before - phase);
     CHECK(storedTime <= after - phase);
     // That is the time the step ran at: the C++ step there gives the same decision.

@@ -28,6 +28,7 @@
 
 #include "support/catch.hpp"
 #include "support/limiters.hpp"
+#include "support/packed_state.hpp"
 #include "support/redis_server.hpp"
 
 namespace ratelimit_test {

@@ -25,8 +25,9 @@ inline namespace v1 {
 /// its next windows follow the shifted one until an epoch-aligned window no longer overlaps
 /// it: realigning at once would reopen the aligned window the key already used (a clock
 /// oscillating by one tick would then admit `count` per oscillation).
-/// Redis encoding version 1 held the window's start instead of `into`.
-struct FixedWindowModel : WindowKind, ModelNames<"fixed_window", 2, "last", "into", "used"> {
+/// Redis encoding version 1 held the window's start instead of `into`; version 2 was a hash of
+/// decimal fields.
+struct FixedWindowModel : WindowKind, ModelNames<"fixed_window", 3, "last", "into", "used"> {
     struct State {
         Tick last = 0;
         Tick into = 0;          ///< `last` − the window's start: 0 <= into < period

@@ -35,9 +35,9 @@ struct Literal {
 
 /// A model's names, which the model gives as template arguments: `kName`, its name in
 /// configurations, also the Redis key segment and the Lua table's name; `kStateFields`,
-/// `State`'s fields as the Redis script names them (a hash field each, unless the model says
-/// otherwise); `kStateVersion`, the version of that encoding, part of every Redis key so that a
-/// state written in another encoding is never read.
+/// `State`'s fields as the Redis script names them (the key's value packs them in this order,
+/// unless the model encodes its state itself); `kStateVersion`, the version of that encoding,
+/// part of every Redis key so that a state written in another encoding is never read.
 template <detail::Literal Name, int StateVersion, detail::Literal... StateFields>
 struct ModelNames {
     static constexpr std::string_view kName = Name.view();

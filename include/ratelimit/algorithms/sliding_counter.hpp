@@ -21,10 +21,10 @@ inline namespace v1 {
 /// At exactly a window start the previous window weighs fully.
 /// State (32 bytes): last write, how far into its window that write was (not the window's
 /// start, which may lie below INT64_MIN), previous and current counts. Redis encoding version 1
-/// held the window's start instead of `into`.
+/// held the window's start instead of `into`; version 2 was a hash of decimal fields.
 struct SlidingCounterModel
     : WindowKind,
-      ModelNames<"sliding_counter", 2, "last", "into", "previous", "current"> {
+      ModelNames<"sliding_counter", 3, "last", "into", "previous", "current"> {
     struct State {
         Tick last = 0;
         Tick into = 0;  ///< `last` − the current window's start: 0 <= into < period

@@ -21,9 +21,10 @@ inline namespace v1 {
 /// State: runs of (time, count), oldest first, merged when times are equal. At most
 /// `Quota::maxRunsPerKey` runs: beyond it the two oldest merge at the later one's time, so
 /// their entries expire later, never earlier (conservative: it never over-admits). 16 bytes
-/// (a `detail::CompactVector`) plus 16 per run. In Redis, one hash field holds the runs, oldest
+/// (a `detail::CompactVector`) plus 16 per run. In Redis, the key's value holds the runs, oldest
 /// first, each as two little-endian IEEE doubles (time, count), exact below 2^53. Redis encoding
-/// version 1 held them as decimal text, which cost the script a parse and a print per value.
+/// version 1 was a hash field of decimal text, which cost the script a parse and a print per
+/// value.
 struct SlidingLogModel : WindowKind, ModelNames<"sliding_log", 2, "runs"> {
     struct Run {
         Tick time = 0;
@@ -51,13 +52,13 @@ struct SlidingLogModel : WindowKind, ModelNames<"sliding_log", 2, "runs"> {
         return d;
     }
 
-    /// Its Lua writes the runs as one string (`decode`, `encode`), not as decimal fields.
+    /// Its Lua encodes its runs itself (`fresh`, `decode`, `encode`): their number varies.
     static constexpr bool kLuaEncodesState = true;
 
     /// The same model in Lua, line by line (composed into a script by the Redis storage): a
     /// step returns the state to store (nil when nothing changed), then the decision. Runs
-    /// are tables {time, count}, as in C++; `decode` and `encode` read and write the hash
-    /// field with one call of Redis's bundled `struct` library each (nil: not a whole number
+    /// are tables {time, count}, as in C++; `decode` and `encode` read and write the key's
+    /// value with one call of Redis's bundled `struct` library each (nil: not a whole number
     /// of runs, read as fresh). Lua arrays count from 1.
     static constexpr std::array<std::string_view, 1> kLua{R"lua(
 local sliding_log = {}

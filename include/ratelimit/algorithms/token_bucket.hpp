@@ -18,7 +18,8 @@ inline namespace v1 {
 ///
 /// State (16 bytes): the tick of the last write and the deficit below full in units of
 /// `period/g` per token (g = gcd(count, period)); a zero deficit is a full, fresh bucket.
-struct TokenBucketModel : BucketKind, ModelNames<"token_bucket", 1, "last", "deficit"> {
+/// Redis encoding version 1 was a hash of decimal fields.
+struct TokenBucketModel : BucketKind, ModelNames<"token_bucket", 2, "last", "deficit"> {
     struct State {
         Tick last = 0;
         std::int64_t deficit = 0;

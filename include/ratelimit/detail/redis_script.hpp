@@ -114,10 +114,10 @@ end
 /// is fresh) and `store(state, keep)`. It applies the step under the late-call rule of
 /// `detail::applyStep` and stores the state the step wrote, with a TTL that outlives it:
 /// `keep` ticks (the model's, or the decision's reset) plus the late-call tolerance, rounded
-/// up to 1 ms, plus 1 ms. That millisecond is not slack: Redis counts a relative PEXPIRE from
+/// up to 1 ms, plus 1 ms. That millisecond is not slack: Redis counts a relative expiry from
 /// its cached command time, a whole millisecond that can already be in the past, and deletes
 /// a key at once when that base plus the TTL is not after the live clock (redis-server
-/// 7.0.15). A refusal's rebase is stored with `pcall`, so that at `maxmemory` (where `HSET` is
+/// 7.0.15). A refusal's rebase is stored with `pcall`, so that at `maxmemory` (where `SET` is
 /// denied) refusals still answer; an admission that cannot be stored fails the script instead
 /// of admitting for free. Returns {allowed 1/0, limit, remaining, retry µs (-1 = never),
 /// reset µs}.
@@ -154,8 +154,9 @@ struct ScriptModel {
     std::string_view name;                          ///< the model's Lua table (`kName`)
     std::span<const std::string_view> lua;          ///< `kLua`: pieces, joined in order
     std::span<const std::string_view> stateFields;  ///< `kStateFields`
-    /// True when the model's Lua encodes its state itself (`fresh`, `decode` and `encode`, of
-    /// its one field); otherwise each field holds a number in decimal.
+    /// True when the model's Lua encodes its state itself (`fresh`, `decode` returning nil for
+    /// a value it cannot read, and `encode`); otherwise the key's value is its fields, in
+    /// order, as little-endian IEEE doubles.
     bool encodesState = false;
 };
 
@@ -165,55 +166,47 @@ constexpr bool isLuaIdentifier(std::string_view s) noexcept {
     return !s.empty() && !ascii::isDigit(s.front()) && std::all_of(s.begin(), s.end(), word);
 }
 
-/// `'a', 'b'`: names as a list of Lua strings.
-inline void appendLuaNames(std::string& out, std::span<const std::string_view> names) {
+/// `<prefix>a, <prefix>b`: the names, each after `prefix`, separated by commas.
+inline void appendLuaList(std::string& out, std::span<const std::string_view> names,
+                          std::string_view prefix) {
     for (std::size_t i = 0; i < names.size(); ++i) {
-        out.append(i == 0 ? "'" : ", '").append(names[i]).push_back('\'');
+        out.append(i == 0 ? "" : ", ").append(prefix).append(names[i]);
     }
-}
-
-/// `{a = <value of a>, b = <value of b>}`, each value `before` + its index from 1 + `after`.
-inline void appendLuaTable(std::string& out, std::span<const std::string_view> names,
-                           std::string_view before, std::size_t firstIndex,
-                           std::string_view after) {
-    out.push_back('{');
-    for (std::size_t i = 0; i < names.size(); ++i) {
-        out.append(i == 0 ? "" : ", ").append(names[i]).append(" = ").append(before);
-        out.append(std::to_string(firstIndex + i)).append(after);
-    }
-    out.push_back('}');
 }
 
 /// The model's quota `q`, its key's `state` and `store`, written out field by field for the
-/// model, so the script builds no list of names and runs no loop over one on each call.
+/// model, so the script builds no list of names and runs no loop over one on each call. The
+/// key's value is a string (one `GET`, one `SET … PX`: a hash would cost a `PEXPIRE` more),
+/// packed and unpacked by Redis's bundled `struct` library in one call each way.
 inline void appendModelGlue(std::string& out, const ScriptModel& model,
                             std::span<const std::string_view> quotaFields) {
     const std::span<const std::string_view> fields = model.stateFields;
-    out.append("\nlocal model = ").append(model.name).append("\nlocal q = ");
-    appendLuaTable(out, quotaFields, "tonumber(ARGV[", kCallArguments.size() + 1, "])");
-    out.append("\nlocal stored = redis.call('HMGET', KEYS[1], ");
-    appendLuaNames(out, fields);
-    out.append(")\nlocal state\n");
-    std::string stored;  // the fields' values, for HSET
+    out.append("\nlocal model = ").append(model.name).append("\nlocal q = {");
+    for (std::size_t i = 0; i < quotaFields.size(); ++i) {
+        out.append(i == 0 ? "" : ", ").append(quotaFields[i]).append(" = tonumber(ARGV[");
+        out.append(std::to_string(kCallArguments.size() + 1 + i)).append("])");
+    }
+    out.append("}\nlocal stored = redis.call('GET', KEYS[1])\n");
+    std::string encoded;  // the value `store` writes
     if (model.encodesState) {
         out.append(
-            "if stored[1] then state = model.decode(stored[1]) end\n"
+            "local state\n"
+            "if stored then state = model.decode(stored) end\n"
             "if not state then state = model.fresh() end\n");
-        stored.append("'").append(fields[0]).append("', model.encode(s)");
+        encoded = "model.encode(s)";
     } else {
-        out.append("state = ");
-        appendLuaTable(out, fields, "tonumber(stored[", 1, "])");
-        out.append("\nif not (");
-        for (std::size_t i = 0; i < fields.size(); ++i) {
-            out.append(i == 0 ? "state." : " and state.").append(fields[i]);
-            stored.append(i == 0 ? "'" : ", '").append(fields[i]).append("', fmt(s.");
-            stored.append(fields[i]).append(")");
-        }
-        out.append(") then\n  state = {");
+        const std::string packing = "'<" + std::string(fields.size(), 'd') + "'";
+        out.append("local state = {");
         for (std::size_t i = 0; i < fields.size(); ++i) {
             out.append(i == 0 ? "" : ", ").append(fields[i]).append(" = 0");
         }
-        out.append("}\nend\n");
+        out.append("}\nif stored and #stored == ").append(std::to_string(8 * fields.size()));
+        out.append(" then\n  ");
+        appendLuaList(out, fields, "state.");
+        out.append(" = struct.unpack(").append(packing).append(", stored)\nend\n");
+        encoded = "struct.pack(" + packing + ", ";
+        appendLuaList(encoded, fields, "s.");
+        encoded.append(")");
     }
     out.append(
            "local function store(s, keep)\n"
@@ -221,15 +214,15 @@ inline void appendModelGlue(std::string& out, const ScriptModel& model,
            "    redis.call('DEL', KEYS[1])\n"
            "    return\n"
            "  end\n"
-           "  redis.call('HSET', KEYS[1], ")
-        .append(stored)
-        .append(")\n  redis.call('PEXPIRE', KEYS[1], fmt(ceildiv(keep, 1000) + 1))\nend\n");
+           "  redis.call('SET', KEYS[1], ")
+        .append(encoded)
+        .append(", 'PX', fmt(ceildiv(keep, 1000) + 1))\nend\n");
 }
 
 /// The script that runs one model's step: the prelude, the model's Lua (defining the table
 /// `model.name`), the call's arguments, the model's glue, and the main chunk. No `#!lua`
-/// shebang. Throws: `std::invalid_argument` when a name is not a Lua identifier, or a model
-/// that encodes its own state has other than one field.
+/// shebang. Throws: `std::invalid_argument` when a name is not a Lua identifier, or the state
+/// has no field.
 inline std::string composeScript(const ScriptModel& model,
                                  std::span<const std::string_view> quotaFields) {
     const auto checkName = [](std::string_view name) {
@@ -241,8 +234,8 @@ inline std::string composeScript(const ScriptModel& model,
     checkName(model.name);
     std::for_each(model.stateFields.begin(), model.stateFields.end(), checkName);
     std::for_each(quotaFields.begin(), quotaFields.end(), checkName);
-    if (model.stateFields.empty() || (model.encodesState && model.stateFields.size() != 1)) {
-        throwInvalidArgument("composeScript: a model's state has fields, one if it encodes it");
+    if (model.stateFields.empty()) {
+        throwInvalidArgument("composeScript: a model's state has at least one field");
     }
     std::string script;
     constexpr std::size_t kGlue = 1024;  // the model's glue
