@@ -658,6 +658,41 @@ TEMPLATE_TEST_CASE("Redis Lua: the script reads TIME when ARGV[1] is empty", "[r
     CHECK(compare(TestType::step(fresh, q, storedTime, 2), *l).empty());
 }
 
+TEST_CASE("Redis Lua: the sliding log keeps more runs than one Lua call can return",
+          "[redis_lua][redis]") {
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    const rt::RedisContextPtr c = connectTo(*server);
+    // A Lua 5.1 call returns at most about 8,000 values (LUAI_MAXCSTACK): 4,500 runs are 9,000
+    // doubles, and one more call merges the two oldest.
+    constexpr std::int64_t kRuns = 4500;
+    const Quota q =
+        Quota::make<SlidingLogModel>(Limit::per(2 * kRuns, std::chrono::hours(1)), 1000, kRuns);
+    const std::int64_t base = 10'000'000'000;
+    SlidingLogModel::State state;
+    for (std::int64_t i = 0; i < kRuns; ++i) {
+        state.runs.append({base + 10 * i, 1});
+    }
+    const std::string key = "{rl-test-lua}:many-runs";
+    REQUIRE(rt::command(c.get(), {"SET", key, *valueOf(state)}) != nullptr);
+
+    const std::int64_t now = base + 10 * kRuns;
+    const Decision d = SlidingLogModel::step(state, q, now, 2);
+    REQUIRE(d.allowed);
+    REQUIRE(state.runs.size() == static_cast<std::size_t>(kRuns));
+    const rt::RedisReplyPtr r = rt::command(
+        c.get(), views(evalArgs(scriptOf<SlidingLogModel>(), key, str(now), 2, true, 0, q)));
+    std::string error;
+    const std::optional<LuaDecision> l = parseDecision(r.get(), error);
+    INFO(error);
+    REQUIRE(l);
+    CHECK(compare(d, *l).empty());
+    const rt::RedisReplyPtr stored = rt::command(c.get(), {"GET", key});
+    CHECK(valueOf(stored.get()) == valueOf(state));
+}
+
 TEMPLATE_TEST_CASE("Redis Lua: any byte string is a key", "[redis_lua][redis]",
                    RATELIMIT_TEST_MODELS) {
     const auto server = startServer();

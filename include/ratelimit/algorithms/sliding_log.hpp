@@ -58,8 +58,8 @@ struct SlidingLogModel : WindowKind, ModelNames<"sliding_log", 2, "runs"> {
     /// The same model in Lua, line by line (composed into a script by the Redis storage): a
     /// step returns the state to store (nil when nothing changed), then the decision. Runs
     /// are tables {time, count}, as in C++; `decode` and `encode` read and write the key's
-    /// value with one call of Redis's bundled `struct` library each (nil: not a whole number
-    /// of runs, read as fresh). Lua arrays count from 1.
+    /// value with Redis's bundled `struct` library, one call per 256 runs (nil: not a whole
+    /// number of runs, read as fresh). Lua arrays count from 1.
     static constexpr std::array<std::string_view, 1> kLua{R"lua(
 local sliding_log = {}
 function sliding_log.step(state, q, now, cost)
@@ -142,25 +142,36 @@ end
 function sliding_log.fresh()
   return {runs = {}}
 end
+-- 256 runs at a time: a Lua call returns at most about 8,000 values.
 function sliding_log.decode(text)
   local n = #text / 16
   if n < 1 or n % 1 ~= 0 then
     return nil
   end
-  local values = {struct.unpack('<' .. string.rep('d', 2 * n), text)}
   local runs = {}
-  for i = 1, n do
-    runs[i] = {time = values[2 * i - 1], count = values[2 * i]}
+  local at = 1
+  while #runs < n do
+    local k = math.min(n - #runs, 256)
+    local values = {struct.unpack('<' .. string.rep('d', 2 * k), text, at)}
+    for i = 1, k do
+      runs[#runs + 1] = {time = values[2 * i - 1], count = values[2 * i]}
+    end
+    at = values[2 * k + 1]
   end
   return {runs = runs}
 end
 function sliding_log.encode(state)
-  local values = {}
-  for i, r in ipairs(state.runs) do
-    values[2 * i - 1] = r.time
-    values[2 * i] = r.count
+  local runs = state.runs
+  local chunks = {}
+  for first = 1, #runs, 256 do
+    local values = {}
+    for i = first, math.min(first + 255, #runs) do
+      values[#values + 1] = runs[i].time
+      values[#values + 1] = runs[i].count
+    end
+    chunks[#chunks + 1] = struct.pack('<' .. string.rep('d', #values), unpack(values))
   end
-  return struct.pack('<' .. string.rep('d', #values), unpack(values))
+  return table.concat(chunks)
 end
 )lua"};
 
