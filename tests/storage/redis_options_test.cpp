@@ -70,9 +70,11 @@ TEST_CASE("RedisStorage: TokenBucket<RedisStorage> reads the server's TIME",
     CHECK(d.remaining == 2);
     CHECK(d.resetAfter == 20s);
     // The state was written at the server's time.
-    const std::int64_t last = unpackedState(stringReply(command(
+    const std::vector<std::int64_t> state = unpackedState(stringReply(command(
         raw.get(),
-        {"GET", redisKeyOf<ratelimit::TokenBucketModel>("rl-time", "server-time", "user")})))[0];
+        {"GET", redisKeyOf<ratelimit::TokenBucketModel>("rl-time", "server-time", "user")})));
+    REQUIRE(state.size() == 2);
+    const std::int64_t last = state.front();
     CHECK(last >= before);
     CHECK(last <= after);
 
@@ -110,9 +112,11 @@ TEST_CASE("RedisStorage: SystemClock times reach the script", "[redis_storage][r
     CHECK_FALSE(d.degraded);
     CHECK(d.remaining == 1);
     CHECK(d.resetAfter == 40s);
-    const std::int64_t last = unpackedState(stringReply(command(
-        raw.get(),
-        {"GET", redisKeyOf<ratelimit::TokenBucketModel>("rl-system", "system", "user")})))[0];
+    const std::vector<std::int64_t> state = unpackedState(stringReply(
+        command(raw.get(),
+                {"GET", redisKeyOf<ratelimit::TokenBucketModel>("rl-system", "system", "user")})));
+    REQUIRE(state.size() == 2);
+    const std::int64_t last = state.front();
     CHECK(last >= before);
     CHECK(last <= after);
     CHECK(bucket.tryAcquire("user", 1).remaining == 0);
