@@ -1,10 +1,9 @@
 // ratelimit_bench_memory: bytes per idle key of the memory storage, and that the memory comes
 // back.
 //
-// For each algorithm and each key count N (0.75 M, 1 M, 1.5 M): a MemoryStorage with
-// maxKeys = N (its table is pre-sized from maxKeys: about 2 slots per key, 16-slot groups
-// allocated on first use), one limiter, N distinct keys of 15 bytes, one tryAcquire each.
-// Then:
+// For each algorithm and each key count N (10^4, 10^5, 10^6): a MemoryStorage with the default
+// maxKeys (10^6; its table starts as one segment and grows a segment at a time as keys arrive),
+// one limiter, N distinct keys of 15 bytes, one tryAcquire each. Then:
 //   bytes/key     (RSS after the keys − RSS before the storage) ÷ N. Keys are formatted on
 //                 the fly, so only the library's memory is in the delta.
 //   idle+N new    the N keys go idle (the ManualClock moves one hour on, every key is fresh
@@ -15,12 +14,11 @@
 // kernel before every reading. A ManualClock makes "idle" a clock step instead of a wait; the
 // per-key state does not depend on the clock.
 //
-// The "idle + N new" step runs at 10^6 keys only (it doubles the run time). Extra rows: a table
-// sized for more keys than it holds (maxKeys = 1.5 M, 0.75 M keys), and the naive
-// std::unordered_map<std::string, bucket> (no bound, no eviction: idle keys stay).
+// The "idle + N new" step runs at 10^6 keys only (it doubles the run time). Extra rows: the
+// naive std::unordered_map<std::string, bucket> (no bound, no eviction: idle keys stay).
 //
 //   ratelimit_bench_memory [--quick] [--json=<path>]
-//     --quick   10^4 keys instead (a smoke test, not a measurement)
+//     --quick   10^4 keys only (a smoke test, not a measurement)
 
 #include <chrono>
 #include <cstddef>
@@ -164,26 +162,23 @@ int main(int argc, char** argv) {
             return 2;
         }
     }
+    const std::size_t maxKeys = ratelimit::MemoryStorage::Options{}.maxKeys;
     const std::vector<std::size_t> counts =
         quick ? std::vector<std::size_t>{10'000}
-              : std::vector<std::size_t>{750'000, 1'000'000, 1'500'000};
+              : std::vector<std::size_t>{10'000, 100'000, 1'000'000};
 
     std::vector<Row> rows;
     for (const std::size_t n : counts) {
         // The idle + N new keys step at one size (10^6, or the only one): it doubles the time.
-        const bool reuse = n == counts[counts.size() / 2];
-        rows.push_back(measure<ratelimit::TokenBucketModel>("TokenBucket", n, n, reuse));
-        rows.push_back(measure<ratelimit::LeakyBucketModel>("LeakyBucket", n, n, reuse));
-        rows.push_back(measure<ratelimit::FixedWindowModel>("FixedWindow", n, n, reuse));
-        rows.push_back(measure<ratelimit::SlidingCounterModel>("SlidingCounter", n, n, reuse));
-        rows.push_back(measure<ratelimit::SlidingLogModel>("SlidingLog", n, n, reuse));
+        const bool reuse = n == counts.back();
+        rows.push_back(measure<ratelimit::TokenBucketModel>("TokenBucket", maxKeys, n, reuse));
+        rows.push_back(measure<ratelimit::LeakyBucketModel>("LeakyBucket", maxKeys, n, reuse));
+        rows.push_back(measure<ratelimit::FixedWindowModel>("FixedWindow", maxKeys, n, reuse));
+        rows.push_back(
+            measure<ratelimit::SlidingCounterModel>("SlidingCounter", maxKeys, n, reuse));
+        rows.push_back(measure<ratelimit::SlidingLogModel>("SlidingLog", maxKeys, n, reuse));
         rows.push_back(measureNaiveMap(n, reuse));
     }
-    // A table pre-sized for twice the keys it gets: groups are allocated on first use, but two
-    // choices spread the keys over nearly all of them.
-    const std::size_t big = counts.back();
-    const std::size_t half = big / 2;
-    rows.push_back(measure<ratelimit::TokenBucketModel>("TokenBucket", big, half, false));
 
     std::printf(
         "| algorithm | maxKeys | keys | bytes/key (RSS) | bytes/key (stats) | tracked | "

@@ -29,8 +29,8 @@ struct MemoryStats {
 /// end.
 struct MemoryStorageOptions {
     /// Most live entries of each limiter of this storage (limiters of one name and algorithm
-    /// share a table, and so this bound). 1 … 2^31. Each limiter's table is sized for it: 16
-    /// slots per 12 keys.
+    /// share a table, and so this bound). 1 … 2^31. Each limiter's table grows with its keys up
+    /// to room for it: 16 slots per 12 keys.
     std::size_t maxKeys = 1'000'000;
     /// Spill entries per limiter, shared by keys that find no free entry. 1 … 2^16.
     std::size_t spillEntries = 64;

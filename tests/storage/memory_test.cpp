@@ -85,11 +85,11 @@ struct StorageHashes {
                                                                          : longKeys(key);
     }
 
-    /// Where a table of `groups` groups places `key`.
-    [[nodiscard]] ratelimit::detail::KeyPlacement place(std::string_view key,
-                                                        std::size_t groups) const {
+    /// Where a table of `shape` places `key`.
+    [[nodiscard]] ratelimit::detail::KeyPlacement place(
+        std::string_view key, const ratelimit::detail::TableShape& shape) const {
         ratelimit::detail::KeyPlacement p;
-        ratelimit::detail::placeKey((*this)(key), groups, p);
+        ratelimit::detail::placeKey((*this)(key), shape, p);
         return p;
     }
 };
@@ -204,6 +204,113 @@ TEST_CASE("MemoryStorage: bytes per key stay within a documented bound",
     CHECK(fixedWindow <= 80);
     CHECK(slidingCounter <= 96);
     CHECK(slidingLog <= 96 + runBytesPerSlot * 3 / 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Growth: memory follows the keys
+
+TEST_CASE("MemoryStorage: a table's memory follows its keys, not its maxKeys",
+          "[memory_storage][memory]") {
+    // docs/semantics.md, Memory storage ("Bounded memory"): a table starts as one segment and
+    // grows a segment at a time. Measured with the default maxKeys: 65 kB for 10 keys, then 52
+    // to 80 bytes a key for the token bucket (the figure drops as segments fill and jumps
+    // when they split).
+    ManualClock clock;
+    MemoryStorage storage;
+    MemoryLimiter<ratelimit::TokenBucketModel> limiter{Limit::perMinute(10), storage, clock};
+    for (int i = 0; i < 10; ++i) {
+        REQUIRE(limiter.tryAcquire(numberedKey(static_cast<std::size_t>(i), false)).allowed);
+    }
+    const ratelimit::MemoryStats ten = storage.stats();
+    CAPTURE(ten.allocatedBytes, ten.byteBound);
+    CHECK(ten.allocatedBytes <= std::size_t{96} << 10);
+    CHECK(ten.byteBound >= std::size_t{40} << 20);  // room for the default 10^6 keys
+
+    constexpr std::size_t kKeys = 100'000;
+    constexpr std::size_t kEvery = 997;
+    constexpr double kBytesPerKey = 96;
+    double most = 0;
+    std::size_t mostAt = 0;
+    for (std::size_t i = 10; i < kKeys; ++i) {
+        REQUIRE(limiter.tryAcquire(numberedKey(i, false)).allowed);
+        if ((i + 1) % kEvery == 0 && i + 1 >= 10'000) {
+            const ratelimit::MemoryStats s = storage.stats();
+            const double perKey =
+                static_cast<double>(s.allocatedBytes) / static_cast<double>(i + 1);
+            if (perKey > most) {
+                most = perKey;
+                mostAt = i + 1;
+            }
+        }
+    }
+    const ratelimit::MemoryStats s = storage.stats();
+    CAPTURE(most, mostAt, s.allocatedBytes);
+    CHECK(most <= kBytesPerKey);
+    CHECK(s.trackedKeys == kKeys);
+    CHECK(s.spilledCalls == 0);
+    CHECK(s.allocatedBytes <= s.byteBound / 4);  // a table sized for maxKeys would be all of it
+}
+
+TEST_CASE("MemoryStorage: keys keep their state while other threads' keys split their segments",
+          "[memory_storage][memory][concurrency]") {
+    // A split moves half a segment's entries under each moved slot's lock; a call that looked
+    // at the old place looks again. Every key must come out of it with exactly the admissions
+    // of its limit: none lost (a reset), none twice (two entries). Each thread makes keys of
+    // its own, calling older ones again as the table grows, and all threads share hot keys.
+    constexpr std::size_t kThreads = 4;
+    constexpr std::size_t kKeysPerThread = 12'000;  // 48'000 keys: about a hundred splits
+    constexpr std::size_t kHotKeys = 16;
+    ManualClock clock;
+    MemoryStorage storage{{.seed = 9}};
+    const Limit limit = Limit::perMinute(3);
+    MemoryLimiter<ratelimit::TokenBucketModel> limiter{limit, storage, clock};
+    const auto capacity = static_cast<std::size_t>(limit.burst);
+
+    std::vector<std::vector<std::uint8_t>> calls(kThreads,
+                                                 std::vector<std::uint8_t>(kKeysPerThread));
+    std::vector<std::vector<std::uint8_t>> admitted(calls);
+    std::array<std::atomic<std::size_t>, kHotKeys> hotAdmitted{};
+    std::vector<std::thread> threads;
+    threads.reserve(kThreads);
+    for (std::size_t t = 0; t < kThreads; ++t) {
+        threads.emplace_back([&, t] {
+            const auto call = [&](std::size_t i) {
+                ++calls[t][i];
+                if (limiter.tryAcquire(std::to_string(t) + ":" + std::to_string(i)).allowed) {
+                    ++admitted[t][i];
+                }
+            };
+            for (std::size_t i = 0; i < kKeysPerThread; ++i) {
+                call(i);
+                call(i / 2);
+                call(i / 3);
+                const std::size_t hot = (i + t) % kHotKeys;
+                if (limiter.tryAcquire("hot-" + std::to_string(hot)).allowed) {
+                    ++hotAdmitted.at(hot);
+                }
+            }
+        });
+    }
+    for (std::thread& thread : threads) {
+        thread.join();
+    }
+    std::size_t wrong = 0;
+    for (std::size_t t = 0; t < kThreads; ++t) {
+        for (std::size_t i = 0; i < kKeysPerThread; ++i) {
+            if (admitted[t][i] != std::min<std::size_t>(calls[t][i], capacity)) {
+                ++wrong;
+            }
+        }
+    }
+    const ratelimit::MemoryStats s = storage.stats();
+    CAPTURE(s.allocatedBytes, s.trackedKeys, s.spilledCalls);
+    CHECK(wrong == 0);
+    for (const auto& hot : hotAdmitted) {
+        CHECK(hot.load() == capacity);
+    }
+    CHECK(s.trackedKeys == kThreads * kKeysPerThread + kHotKeys);
+    CHECK(s.spilledCalls == 0);
+    CHECK(s.allocatedBytes > std::size_t{1} << 20);  // the table grew: segments split
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -343,35 +450,39 @@ TEST_CASE("MemoryStorage: a peek at a spilled key answers from its spill entry",
 TEST_CASE("MemoryStorage: fresh entries elsewhere reach a new key within one sweep of the table",
           "[memory_storage][memory]") {
     // docs/semantics.md: "a fresh entry is free space". White-box choice of keys, from the table's
-    // layout (16-slot groups, ceil(maxKeys / kKeysPerGroup) of them; a key's two candidate
-    // groups are the halves of the seeded short-key hash (keys of up to 16 bytes) reduced by
-    // multiply-shift; the sweep cursor moves kSweepPerCall slots per inserting call): all
-    // maxKeys entries sit in groups 0-2, the new key can only go to group 3, and the sweep of
-    // its call looks at group 3 too. Fresh entries are reclaimed by the sweep (a constant
-    // number of slots per inserting call, no background thread), so such a key may spill for a
-    // while, but never after one pass of the sweep over the table. Should the layout change,
-    // the keys merely stop aiming at the corner.
+    // layout (a table this small is one segment of 16-slot groups, ceil(maxKeys /
+    // kKeysPerGroup) of them; `placeKey` picks a key's two distinct candidate groups, and a new
+    // key takes the emptier, the first on a tie; the sweep cursor moves kSweepPerCall slots per
+    // inserting call): all maxKeys entries sit in groups 0-3, the new key can only go to groups
+    // 4 and 5, and the sweep of its call looks at group 4 too. Fresh entries are reclaimed by
+    // the sweep (a constant number of slots per inserting call, no background thread), so such
+    // a key may spill for a while, but never after one pass of the sweep over the table. Should
+    // the layout change, the keys merely stop aiming at the corner.
     constexpr std::uint64_t kSeed = 1;
     constexpr std::size_t kSlots = ratelimit::detail::kGroupSlots;
-    constexpr std::size_t kMaxKeys = 3 * kSlots;
-    constexpr std::size_t kGroups =
-        (kMaxKeys + ratelimit::detail::kKeysPerGroup - 1) / ratelimit::detail::kKeysPerGroup;
-    STATIC_REQUIRE(kGroups >= 4);  // group 3 exists and may stay empty at maxKeys
-    const auto seeds = ratelimit::detail::hashSeeds(kSeed);
-    const ratelimit::detail::ShortKeyHash hash(seeds[0], seeds[1], seeds[2], seeds[3]);
-    const auto groupOf = [](std::uint64_t h) {
-        return static_cast<std::size_t>((ratelimit::detail::UInt128{h} * kGroups) >> 64U);
-    };
-    std::array<std::vector<std::string>, 4> byGroup;  // keys whose two candidates are both g
-    std::vector<std::string> others;                  // keys that can go elsewhere
-    for (int i = 0; byGroup[0].size() < kSlots || byGroup[1].size() < kSlots ||
-                    byGroup[2].size() < kSlots || byGroup[3].empty() || others.size() < kSlots;
+    constexpr std::size_t kFilled = 4;  // groups 0-3 hold every entry
+    constexpr std::size_t kMaxKeys = kFilled * kSlots;
+    const auto shape = ratelimit::detail::tableShape(kMaxKeys);
+    const std::size_t groups = shape.segmentGroups;
+    REQUIRE(shape.maxDepth == 0);  // one segment: the table never grows
+    REQUIRE(groups == 6);
+    const StorageHashes hash(kSeed);
+    // Keys whose candidates are g and g + 1 (mod 4), by g; inserted in turn, each takes its
+    // first candidate, so the four groups fill evenly.
+    std::array<std::vector<std::string>, kFilled> byGroup;
+    std::string corner;               // a key whose candidates are groups 4 and 5
+    std::vector<std::string> others;  // keys that can go elsewhere
+    for (int i = 0; std::any_of(byGroup.begin(), byGroup.end(),
+                                [](const auto& keys) { return keys.size() < kSlots; }) ||
+                    corner.empty() || others.size() < kSlots;
          ++i) {
         std::string key = "key-" + std::to_string(i);
-        const ratelimit::detail::Digest128 d = hash(key);
-        const std::size_t g = groupOf(d.low);
-        if (g == groupOf(d.high) && g < 4) {
+        const auto p = hash.place(key, shape);
+        const std::size_t g = p.groups[0];
+        if (g < kFilled && p.groups[1] == (g + 1) % kFilled) {
             byGroup.at(g).push_back(std::move(key));
+        } else if (g >= kFilled && p.groups[1] >= kFilled) {
+            corner = std::move(key);
         } else {
             others.push_back(std::move(key));
         }
@@ -382,29 +493,29 @@ TEST_CASE("MemoryStorage: fresh entries elsewhere reach a new key within one swe
     MemoryStorage storage{{.maxKeys = kMaxKeys, .seed = kSeed, .onEvent = log.hook()}};
     MemoryLimiter<ratelimit::TokenBucketModel> limiter{Limit::perMinute(2), storage, clock};
     std::size_t insertingCalls = 0;
-    for (std::size_t g = 0; g < 3; ++g) {
-        for (std::size_t i = 0; i < kSlots; ++i) {
+    for (std::size_t i = 0; i < kSlots; ++i) {
+        for (std::size_t g = 0; g < kFilled; ++g) {
             REQUIRE(limiter.tryAcquire(byGroup.at(g).at(i)).allowed);
             ++insertingCalls;
         }
     }
     REQUIRE(storage.stats().trackedKeys == kMaxKeys);
     REQUIRE(storage.stats().spilledCalls == 0);
-    // More new keys spill (nothing is fresh yet) until the sweep cursor points into group 3.
+    // More new keys spill (nothing is fresh yet) until the sweep cursor points into group 4.
     constexpr std::size_t kPerGroup = kSlots / MemoryStorage::kSweepPerCall;
-    for (std::size_t i = 0; insertingCalls % (kGroups * kPerGroup) != 3 * kPerGroup; ++i) {
+    for (std::size_t i = 0; insertingCalls % (groups * kPerGroup) != kFilled * kPerGroup; ++i) {
         (void)limiter.tryAcquire(others[i]);
         ++insertingCalls;
     }
 
     clock.advance(1h);  // every entry is fresh: free space
     // One pass of the sweep over the whole table, driven by other new keys.
-    for (std::size_t i = 0; i < kGroups * kPerGroup; ++i) {
+    for (std::size_t i = 0; i < groups * kPerGroup; ++i) {
         (void)limiter.tryAcquire(others.at(kSlots - 1 - (i % kSlots)) + "-again-" +
                                  std::to_string(i));
     }
     const std::uint64_t spilledBefore = storage.stats().spilledCalls;
-    CHECK(limiter.tryAcquire(byGroup[3][0]).allowed);
+    CHECK(limiter.tryAcquire(corner).allowed);
     CHECK(storage.stats().spilledCalls == spilledBefore);
     CHECK(storage.stats().trackedKeys <= kMaxKeys);
 }
@@ -606,10 +717,11 @@ TEST_CASE("MemoryStorage: the slot tag of a key is independent of its group",
 
     SECTION("within one group every tag is about equally likely") {
         constexpr std::size_t kGroups = 4;  // about 25'000 keys choose each group first
+        const ratelimit::detail::TableShape shape{.maxDepth = 0, .segmentGroups = kGroups};
         std::array<std::size_t, 256> count{};
         std::size_t inGroup = 0;
         for (std::size_t i = 0; i < kKeys; ++i) {
-            const auto p = hash.place(numberedKey(i, longKey), kGroups);
+            const auto p = hash.place(numberedKey(i, longKey), shape);
             if (p.groups[0] == 0) {
                 ++count.at(p.tag);
                 ++inGroup;
@@ -630,13 +742,13 @@ TEST_CASE("MemoryStorage: the slot tag of a key is independent of its group",
         CHECK(chiSquare < 390.0);
     }
     SECTION("keys that share a group of a full-size table share a tag by chance alone") {
-        constexpr std::size_t kMaxKeys = 1'000'000;  // the default: 83'334 groups
-        constexpr std::size_t kGroups =
-            (kMaxKeys + ratelimit::detail::kKeysPerGroup - 1) / ratelimit::detail::kKeysPerGroup;
+        // The default maxKeys: 2048 segments of 41 groups once every segment has split.
+        const auto shape = ratelimit::detail::tableShape(1'000'000);
+        REQUIRE(shape.maxSegments() * shape.segmentGroups > 80'000);
         std::map<std::uint64_t, std::vector<std::uint8_t>> tagsByGroup;
         for (std::size_t i = 0; i < kKeys; ++i) {
-            const auto p = hash.place(numberedKey(i, longKey), kGroups);
-            tagsByGroup[p.groups[0]].push_back(p.tag);
+            const auto p = hash.place(numberedKey(i, longKey), shape);
+            tagsByGroup[p.entry * shape.segmentGroups + p.groups[0]].push_back(p.tag);
         }
         std::size_t pairs = 0;
         std::size_t sameTag = 0;

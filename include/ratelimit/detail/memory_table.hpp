@@ -226,37 +226,70 @@ private:
 };
 
 inline constexpr std::size_t kGroupSlots = 16;
-/// Groups are sized for this many keys of their 16 slots at `maxKeys`: with two candidate
+/// Tables are sized for this many keys of a group's 16 slots at `maxKeys`: with two candidate
 /// groups per key that load leaves spills at the bound vanishingly rare.
 inline constexpr std::size_t kKeysPerGroup = 12;
+/// A table grows a segment of groups at a time. Segments hold about this many groups (fewer
+/// in small tables, more in tables of over 12 million keys, whose directory stops at
+/// 2^kMaxDirectoryDepth segments).
+inline constexpr std::size_t kSegmentGroupsTarget = 64;
+inline constexpr unsigned kMaxDirectoryDepth = 14;
 
 /// Slots examined by one inserting call, at most.
 inline constexpr std::size_t kSweepPerCall = 4;
 
-/// Where a key lives in a table: its two candidate groups (two choices keep groups evenly
-/// filled, so a key rarely finds both full before the table holds `maxKeys`) and the tag that
-/// marks its slot (0 is an empty slot).
+/// How a table of `maxKeys` grows: it starts as one segment of `segmentGroups` groups, and a
+/// segment whose groups are full splits in two (extendible hashing, Fagin et al. 1979) until
+/// 2^maxDepth segments, room for `maxKeys` at kKeysPerGroup keys per group.
+struct TableShape {
+    unsigned maxDepth = 0;
+    std::size_t segmentGroups = 1;
+
+    [[nodiscard]] std::size_t maxSegments() const noexcept { return std::size_t{1} << maxDepth; }
+};
+
+inline TableShape tableShape(std::size_t maxKeys) noexcept {
+    const std::size_t groups = (maxKeys + kKeysPerGroup - 1) / kKeysPerGroup;
+    TableShape shape;
+    while (shape.maxDepth < kMaxDirectoryDepth &&
+           (groups >> shape.maxDepth) > kSegmentGroupsTarget) {
+        ++shape.maxDepth;
+    }
+    shape.segmentGroups = (groups + shape.maxSegments() - 1) >> shape.maxDepth;
+    return shape;
+}
+
+/// Where a key lives in a table: the directory entry that names its segment, its two candidate
+/// groups in that segment (two choices keep groups evenly filled, so a key rarely finds both
+/// full before the segment splits) and the tag that marks its slot (0 is an empty slot).
 struct KeyPlacement {
+    std::size_t entry = 0;
     std::array<std::uint64_t, 2> groups{};
     std::uint8_t tag = 0;
 };
 
-/// Maps a 64-bit hash onto [0, n) without a division (Lemire's multiply-shift), so the table
-/// need not be a power of two and its size follows `maxKeys` closely.
+/// Maps a 64-bit hash onto [0, n) without a division (Lemire's multiply-shift), so segments
+/// need not be a power of two groups. For n = 2^d it is the hash's top d bits.
 inline std::uint64_t reduce(std::uint64_t hash, std::size_t n) noexcept {
     return static_cast<std::uint64_t>((UInt128{hash} * n) >> 64U);
 }
 
-/// Places a key whose digest is `d` in a table of `groupCount` groups. It writes into `p` in
-/// place: a returned struct, copied into the caller's lookup, costs the step path a
+/// Places a key whose digest is `d` in a table of `shape`. The directory entry takes the top
+/// bits of `d.high` (a split moves the keys of the next bit), the groups the top bits of
+/// `d.low` and of the low half of `d.high`, the tag the low half of `d.low`: from shared bits,
+/// the keys of one group would share tags, and a lookup would lock all of them. It writes into
+/// `p` in place: a returned struct, copied into the caller's lookup, costs the step path a
 /// store-forwarding stall.
-inline void placeKey(const Digest128& d, std::size_t groupCount, KeyPlacement& p) noexcept {
+inline void placeKey(const Digest128& d, const TableShape& shape, KeyPlacement& p) noexcept {
     constexpr std::size_t kTagValues = 255;
     constexpr unsigned kHalf = 32;
-    p.groups = {reduce(d.low, groupCount), reduce(d.high, groupCount)};
-    // The first group comes from the high bits of `d.low` (a table has fewer than 2^28 groups),
-    // so the tag takes its low half: from the same bits, nearly every key of a group would
-    // carry one tag, and a lookup would lock all of them.
+    const std::size_t groups = shape.segmentGroups;
+    p.entry = reduce(d.high, shape.maxSegments());
+    // Two distinct groups where there are two: a segment has few groups, so one key in 41
+    // would otherwise have a single choice, and find it full long before the others.
+    const std::uint64_t first = reduce(d.low, groups);
+    const std::uint64_t second = reduce(d.high << kHalf, groups > 1 ? groups - 1 : 1);
+    p.groups = {first, second + static_cast<std::uint64_t>(groups > 1 && second >= first)};
     p.tag = static_cast<std::uint8_t>(1 + reduce(d.low << kHalf, kTagValues));
 }
 
@@ -284,21 +317,32 @@ concept HasHeapBound = requires(const Quota& q) {
 /// `NoSlotProbe` but in tests.
 template <class M, SlotProbePolicy Probe = NoSlotProbe>
 class MemoryTable final : public MemoryTableBase {
+    struct Group;
+
 public:
     MemoryTable(Ref<MemoryKeyspace> keyspace, std::string name, const Quota& quota)
         : MemoryTableBase(std::move(name), M::kName),
           keyspace_(std::move(keyspace)),
           quota_(quota),
           reclaimLag_(satAdd(quota.lateTolerance, quota.keyTimeSpread)),
-          groupCount_((keyspace_->options.maxKeys + kKeysPerGroup - 1) / kKeysPerGroup),
-          groups_(groupCount_),
-          spill_(keyspace_->options.spillEntries) {}
+          shape_(tableShape(keyspace_->options.maxKeys)),
+          directory_(shape_.maxSegments()),
+          depths_(shape_.maxSegments()),
+          segments_(shape_.maxSegments()),
+          spill_(keyspace_->options.spillEntries) {
+        Group* const first = newSegment();
+        for (std::size_t e = 0; e < shape_.maxSegments(); ++e) {
+            directory_[e].store(first, std::memory_order_relaxed);
+        }
+        segments_[0] = first;
+        segmentCount_.store(1, std::memory_order_release);
+    }
 
     ~MemoryTable() override {
         keyspace_->registry.remove(*this);
-        for (std::size_t i = 0; i < groupCount_; ++i) {
-            // NOLINTNEXTLINE(cppcoreguidelines-owning-memory): the table owns its groups
-            delete groups_[i].load(std::memory_order_relaxed);
+        const std::size_t count = segmentCount_.load(std::memory_order_relaxed);
+        for (std::size_t i = 0; i < count; ++i) {
+            delete[] segments_[i];  // NOLINT(cppcoreguidelines-owning-memory): owned here
         }
     }
     MemoryTable(const MemoryTable&) = delete;
@@ -312,30 +356,43 @@ public:
     Decision step(std::string_view key, TickSource now, std::int64_t cost, StepMode mode) {
         const Lookup k = lookupKey(key);
         const Request r{now, now(), cost, mode, Action::kStep};
+        Group* const segment = segmentOf(k);
         Decision d;
         TagCounts seen{};
-        if (visit(k, r, d, seen)) {
+        if (visit(segment, k, r, d, seen)) {
             return d;
         }
-        return place(k, r, seen);
+        return place(segment, k, r, seen);
     }
 
     void reset(std::string_view key) {
         // A spilled key shares its entry, so resetting it would reset others: it is left alone.
         const auto never = [] { return Tick{0}; };
+        const Lookup k = lookupKey(key);
+        const Request r{TickSource(never), 0, 0, StepMode::kPeek, Action::kReset};
         Decision unused;
-        TagCounts seen{};
-        visit(lookupKey(key), Request{TickSource(never), 0, 0, StepMode::kPeek, Action::kReset},
-              unused, seen);
+        bool moved = true;
+        while (moved) {
+            // Under the insert locks, so a split cannot carry the entry past the look.
+            Group* const segment = segmentOf(k);
+            withInsertLocks(segment, k,
+                            [&](Group& x, Group& y) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
+                                moved = !holds(segment, k);
+                                if (!moved) {
+                                    (void)(findIn(x, k, r, unused) || findIn(y, k, r, unused));
+                                }
+                            });
+        }
     }
 
     void addStats(MemoryStats& stats) const override {
         stats.trackedKeys += tracked_.load(std::memory_order_relaxed);
         stats.allocatedBytes +=
-            fixedBytes() + allocatedGroups_.load(std::memory_order_relaxed) * sizeof(Group);
-        stats.byteBound +=
-            fixedBytes() + groupCount_ * sizeof(Group) +
-            (groupCount_ * kGroupSlots + keyspace_->options.spillEntries) * heapBytes();
+            fixedBytes() + segmentCount_.load(std::memory_order_relaxed) * segmentBytes();
+        stats.byteBound += fixedBytes() + shape_.maxSegments() * segmentBytes() +
+                           (shape_.maxSegments() * shape_.segmentGroups * kGroupSlots +
+                            keyspace_->options.spillEntries) *
+                               heapBytes();
         stats.spilledCalls += spilledCalls_.load(std::memory_order_relaxed);
         stats.sweeps += sweeps_.load(std::memory_order_relaxed);
         stats.sweptSlots += sweptSlots_.load(std::memory_order_relaxed);
@@ -369,8 +426,7 @@ private:
         std::array<Slot, kGroupSlots> slots{};
     };
 
-    /// The `tagChanges` of a key's two groups as a call first looked at them (0 for a group not
-    /// allocated then: a new group has no tags).
+    /// The `tagChanges` of a key's two groups as a call first looked at them.
     using TagCounts = std::array<std::uint32_t, 2>;
 
     static constexpr std::uint64_t kLowBytes = 0x0101010101010101ULL;
@@ -428,9 +484,35 @@ private:
             std::memcpy(k.key.bytes.data(), &d.low, sizeof d.low);
             std::memcpy(k.key.bytes.data() + sizeof d.low, &d.high, sizeof d.high);
         }
-        placeKey(d, groupCount_, k);
+        placeKey(d, shape_, k);
         k.spillHash = d.high;
         return k;
+    }
+
+    /// The directory entry of a stored key: what a split reads to tell the keys that move.
+    [[nodiscard]] std::size_t entryOf(const StoredKey& key) const noexcept {
+        Digest128 d{};
+        if (key.length == StoredKey::kDigested) {
+            std::memcpy(&d.low, key.bytes.data(), sizeof d.low);
+            std::memcpy(&d.high, key.bytes.data() + sizeof d.low, sizeof d.high);
+        } else {
+            d = keyspace_->shortKeyHasher(std::string_view(key.bytes.data(), key.length));
+        }
+        KeyPlacement p;
+        placeKey(d, shape_, p);
+        return p.entry;
+    }
+
+    /// The segment that holds the key's entry, if it has one: a split moves keys from it only
+    /// under its groups' insert locks and each moved slot's lock.
+    Group* segmentOf(const KeyPlacement& k) const noexcept {
+        return directory_[k.entry].load(std::memory_order_acquire);
+    }
+
+    /// Whether `segment` is still the key's. Callers hold an insert lock of `segment`, so the
+    /// answer holds until they release it.
+    bool holds(const Group* segment, const KeyPlacement& k) const noexcept {
+        return directory_[k.entry].load(std::memory_order_relaxed) == segment;
     }
 
     enum class Action : bool { kStep, kReset };
@@ -477,20 +559,19 @@ private:
         }
     }
 
-    /// Runs `r` on the key's slot under its lock; false when the key has no slot, with what the
-    /// look saw in `seen`. The step is inlined here once, whichever group holds the slot.
-    bool visit(const Lookup& k, const Request& r, Decision& out,
+    /// Runs `r` on the key's slot in `segment` under its lock; false when the key has no slot
+    /// there, with what the look saw in `seen`. The step is inlined here once, whichever group
+    /// holds the slot.
+    bool visit(Group* segment, const Lookup& k, const Request& r, Decision& out,
                TagCounts& seen) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
-        Group* first = groups_[k.groups[0]].load(std::memory_order_acquire);
-        Group* second = groups_[k.groups[1]].load(std::memory_order_acquire);
-        if (second != nullptr) {
-            // Among many keys both groups are cache misses: start the second one's now, so a
-            // key placed there waits for one miss, not two in a row.
-            __builtin_prefetch(second);
-        }
-        Slot* s = first != nullptr ? lockOwnSlot(*first, k, seen[0]) : nullptr;
-        if (s == nullptr && second != nullptr) {
-            s = lockOwnSlot(*second, k, seen[1]);
+        Group& first = segment[k.groups[0]];
+        Group& second = segment[k.groups[1]];
+        // Among many keys both groups are cache misses: start the second one's now, so a key
+        // placed there waits for one miss, not two in a row.
+        __builtin_prefetch(&second);
+        Slot* s = lockOwnSlot(first, k, seen[0]);
+        if (s == nullptr) {
+            s = lockOwnSlot(second, k, seen[1]);
         }
         if (s == nullptr) {
             return false;
@@ -529,8 +610,8 @@ private:
     RATELIMIT_COLD Decision runCold(Slot& s, const Request& r) RATELIMIT_REQUIRES(s.lock) {
         return run(s, r);
     }
-    RATELIMIT_COLD bool visitInCold(Group& g, const Lookup& k, const Request& r,
-                                    Decision& out) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
+    RATELIMIT_COLD bool findIn(Group& g, const Lookup& k, const Request& r,
+                               Decision& out) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
         std::uint32_t seen = 0;
         Slot* s = lockOwnSlot(g, k, seen);
         if (s == nullptr) {
@@ -550,49 +631,79 @@ private:
         const auto changed = [](const Group& g, std::uint32_t count) {
             return g.tagChanges.load(std::memory_order_relaxed) != count;
         };
-        return (changed(first, seen[0]) && visitInCold(first, k, r, out)) ||
-               (changed(second, seen[1]) && visitInCold(second, k, r, out));
+        return (changed(first, seen[0]) && findIn(first, k, r, out)) ||
+               (changed(second, seen[1]) && findIn(second, k, r, out));
     }
 
-    /// A key with no entry: a call that writes takes one, any other is answered without.
-    RATELIMIT_COLD Decision place(const Lookup& k, const Request& r, const TagCounts& seen) {
+    /// How a call on a key without an entry in the segment it looked at ended.
+    enum class Placed : std::uint8_t {
+        kDone,   ///< answered
+        kMoved,  ///< the segment split meanwhile: look again
+        kFull,   ///< both groups hold keys in use
+    };
+
+    /// A key with no entry where the call looked: a call that writes takes one, any other is
+    /// answered without. Both look again first, under locks that keep the answer true.
+    RATELIMIT_COLD Decision place(Group* segment, const Lookup& k, const Request& r,
+                                  TagCounts seen) {
         const bool writes = r.writes() && r.cost <= quota_.capacity;
-        return writes ? insertAndStep(k, r, seen) : answerUnplaced(k, r, seen);
+        if (writes) {
+            sweep(r.now);
+        }
+        Decision d;
+        for (;;) {
+            const Placed p = writes ? insertAndStep(segment, k, r, seen, d)
+                                    : answerUnplaced(segment, k, r, seen, d);
+            if (p == Placed::kDone) {
+                return d;
+            }
+            if (p == Placed::kFull && !grow(segment, k)) {
+                return spill(k, r);
+            }
+            segment = segmentOf(k);
+            seen = {};  // every tag counts as changed: the next look under the locks is a full one
+        }
     }
 
     /// A key with no entry whose call writes nothing (a peek, cost 0, a cost above the limit):
     /// answered as the entry it would get, fresh or its spill entry, without taking one.
-    RATELIMIT_COLD Decision answerUnplaced(const Lookup& k, const Request& r,
-                                           const TagCounts& seen) {
+    RATELIMIT_COLD Placed answerUnplaced(Group* segment, const Lookup& k, const Request& r,
+                                         const TagCounts& seen, Decision& out) {
         // The time read before the locks only judges freshness, conservatively (a key fresh at
         // an earlier time stays fresh).
         const Tick hint = r.now;
-        Decision d;
+        Placed p = Placed::kDone;
         bool found = false;
-        bool room = false;
-        withInsertLocks(k, [&](Group& x, Group& y) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
-            found = revisit(x, y, k, r, seen, d);
-            room = !found && hasRoom(x, y, hint);
+        withInsertLocks(segment, k, [&](Group& x, Group& y) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
+            if (!holds(segment, k)) {
+                p = Placed::kMoved;
+                return;
+            }
+            found = revisit(x, y, k, r, seen, out);
+            if (!found && !hasRoom(x, y, hint) && !mayGrow(k)) {
+                p = Placed::kFull;
+            }
         });
-        if (found) {
-            return d;
+        if (p == Placed::kMoved || found) {
+            return p;
         }
-        if (room) {
+        if (p == Placed::kDone) {
             typename M::State fresh{};
-            return applyStep<M>(fresh, quota_, r.now, r.cost);
+            out = applyStep<M>(fresh, quota_, r.now, r.cost);
+            return p;
         }
-        Slot& s = spillOf(k);
-        SlotGuard guard(s.lock);
-        return runCold(s, r);
+        out = spillCold(k, r);
+        return Placed::kDone;
     }
 
-    /// Runs `f(first, second)` on the key's groups holding both their insert locks, taken in
-    /// index order (no deadlock), so no two threads can place one key in different groups.
-    /// (Clang's analysis cannot follow the locks into `f`, so its callers' lambdas opt out of it.)
+    /// Runs `f(first, second)` on the key's groups in `segment` holding both their insert
+    /// locks, taken in index order (no deadlock), so no two threads can place one key in
+    /// different groups, and no split can move it. (Clang's analysis cannot follow the locks
+    /// into `f`, so its callers' lambdas opt out of it.)
     template <class F>
-    void withInsertLocks(const Lookup& k, F&& f) {
-        Group& first = groupAt(k.groups[0]);
-        Group& second = groupAt(k.groups[1]);
+    void withInsertLocks(Group* segment, const Lookup& k, F&& f) {
+        Group& first = segment[k.groups[0]];
+        Group& second = segment[k.groups[1]];
         if (&first == &second) {
             SlotGuard insert(first.insertLock);
             f(first, first);
@@ -609,11 +720,19 @@ private:
     /// Whether a new key could get an entry of its own in `x` or `y` now.
     RATELIMIT_COLD bool hasRoom(Group& x, Group& y, Tick hint)
         RATELIMIT_REQUIRES(x.insertLock, y.insertLock) {
-        if (emptySlots(x) + emptySlots(y) > 0 &&
-            tracked_.load(std::memory_order_relaxed) < keyspace_->options.maxKeys) {
+        if (emptySlots(x) + emptySlots(y) > 0 && belowMaxKeys()) {
             return true;
         }
         return hasFresh(x, hint) || hasFresh(y, hint);
+    }
+
+    [[nodiscard]] bool belowMaxKeys() const noexcept {
+        return tracked_.load(std::memory_order_relaxed) < keyspace_->options.maxKeys;
+    }
+
+    /// Whether the key's segment may still split to make room for it.
+    [[nodiscard]] bool mayGrow(const KeyPlacement& k) const noexcept {
+        return belowMaxKeys() && depths_[k.entry].load(std::memory_order_relaxed) < shape_.maxDepth;
     }
 
     /// An entry another key may take, or a sweep drop, at `now` (the calling key's time):
@@ -639,38 +758,44 @@ private:
         return false;
     }
 
-    RATELIMIT_COLD Decision insertAndStep(const Lookup& k, const Request& r,
-                                          const TagCounts& seen) {
-        const Tick hint = r.now;
-        sweep(hint);
-        Decision d;
-        bool placed = false;
-        withInsertLocks(k, [&](Group& x, Group& y) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
-            placed = place(x, y, k, r, seen, d);
-        });
-        if (placed) {
-            if (spilling_.load(std::memory_order_relaxed) && spilling_.exchange(false)) {
-                notify(MemoryEvent::kSpillEnded);
+    RATELIMIT_COLD Placed insertAndStep(Group* segment, const Lookup& k, const Request& r,
+                                        const TagCounts& seen, Decision& out) {
+        Placed p = Placed::kFull;
+        withInsertLocks(segment, k, [&](Group& x, Group& y) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
+            if (!holds(segment, k)) {
+                p = Placed::kMoved;
+            } else if (findOrClaim(x, y, k, r, seen, out)) {
+                p = Placed::kDone;
             }
-            return d;
+        });
+        if (p == Placed::kDone && spilling_.load(std::memory_order_relaxed) &&
+            spilling_.exchange(false)) {
+            notify(MemoryEvent::kSpillEnded);
         }
+        return p;
+    }
+
+    /// Answers a call from its key's spill entry: the table is at its bound.
+    RATELIMIT_COLD Decision spill(const Lookup& k, const Request& r) {
         spilledCalls_.fetch_add(1, std::memory_order_relaxed);
-        {
-            Slot& s = spillOf(k);
-            SlotGuard guard(s.lock);
-            d = runCold(s, r);
-        }
+        const Decision d = spillCold(k, r);
         if (!spilling_.load(std::memory_order_relaxed) && !spilling_.exchange(true)) {
             notify(MemoryEvent::kSpillStarted);
         }
         return d;
     }
 
+    RATELIMIT_COLD Decision spillCold(const Lookup& k, const Request& r) {
+        Slot& s = spillOf(k);
+        SlotGuard guard(s.lock);
+        return runCold(s, r);
+    }
+
     /// Finds or places the key in one of its groups: an existing entry first, then an empty
     /// slot of the emptier group (the "power of two choices"), then a fresh entry; false when
-    /// both groups are full of keys in use.
-    RATELIMIT_COLD bool place(Group& x, Group& y, const Lookup& k, const Request& r,
-                              const TagCounts& seen, Decision& out)
+    /// both groups are full of keys in use, or the table holds `maxKeys`.
+    RATELIMIT_COLD bool findOrClaim(Group& x, Group& y, const Lookup& k, const Request& r,
+                                    const TagCounts& seen, Decision& out)
         RATELIMIT_REQUIRES(x.insertLock, y.insertLock) {
         if (revisit(x, y, k, r, seen, out)) {
             return true;
@@ -757,47 +882,103 @@ private:
         return runCold(s, r);
     }
 
+    /// Splits the key's segment, `segment` when the call looked, in two; false when it is at
+    /// the table's largest depth. True also when another call split it meanwhile: the caller
+    /// looks again either way.
+    RATELIMIT_COLD bool grow(Group* segment, const KeyPlacement& k) {
+        const SlotGuard guard(splitLock_);
+        if (!holds(segment, k)) {
+            return true;
+        }
+        const unsigned depth = depths_[k.entry].load(std::memory_order_relaxed);
+        if (depth == shape_.maxDepth || !belowMaxKeys()) {
+            return false;
+        }
+        const std::size_t span = shape_.maxSegments() >> depth;
+        split(segment, k.entry & ~(span - 1), span);
+        return true;
+    }
+
+    /// Moves the keys of `segment` whose directory entry lies in the upper half of the span
+    /// [base, base + span) to a new segment, slot for slot (same group, same index, same tag),
+    /// and points that half of the directory at it. It holds every insert lock of `segment`
+    /// (so no key is placed or looked for under them meanwhile) and each moved slot's lock
+    /// (so no step runs on it while it moves); a call that found the slot emptied looks again.
+    RATELIMIT_COLD void split(Group* segment, std::size_t base, std::size_t span)
+        RATELIMIT_REQUIRES(splitLock_) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
+        Group* const upper = newSegment();
+        const std::size_t half = base + span / 2;
+        for (std::size_t g = 0; g < shape_.segmentGroups; ++g) {
+            segment[g].insertLock.lock();
+        }
+        for (std::size_t g = 0; g < shape_.segmentGroups; ++g) {
+            for (std::size_t i = 0; i < kGroupSlots; ++i) {
+                const std::uint8_t tag = tagAt(segment[g], i);
+                Slot& from = segment[g].slots[i];
+                if (tag == 0) {
+                    continue;
+                }
+                const SlotGuard guard(from.lock);
+                if (entryOf(from.key) < half) {
+                    continue;
+                }
+                Slot& to = upper[g].slots[i];
+                to.key = from.key;
+                to.state = std::move(from.state);
+                setTag(upper[g], i, tag);  // `upper` is unpublished: its locks are free
+                from.key = StoredKey{};
+                from.state = typename M::State{};
+                setTag(segment[g], i, 0);
+            }
+        }
+        const auto depth =
+            static_cast<std::uint8_t>(depths_[base].load(std::memory_order_relaxed) + 1);
+        for (std::size_t e = base; e < base + span; ++e) {
+            depths_[e].store(depth, std::memory_order_relaxed);
+            if (e >= half) {
+                directory_[e].store(upper, std::memory_order_release);
+            }
+        }
+        const std::size_t count = segmentCount_.load(std::memory_order_relaxed);
+        segments_[count] = upper;
+        segmentCount_.store(count + 1, std::memory_order_release);
+        for (std::size_t g = 0; g < shape_.segmentGroups; ++g) {
+            segment[g].insertLock.unlock();
+        }
+    }
+
+    RATELIMIT_COLD Group* newSegment() {
+        return new Group[shape_.segmentGroups]{};  // NOLINT(cppcoreguidelines-owning-memory)
+    }
+
     /// Frees up to kSweepPerCall slots whose keys are fresh, so `maxKeys` counts
     /// only keys in use. Never waits for a lock: a busy slot is simply skipped.
     RATELIMIT_COLD void sweep(Tick now) {
         sweeps_.fetch_add(1, std::memory_order_relaxed);
         sweptSlots_.fetch_add(kSweepPerCall, std::memory_order_relaxed);
         constexpr std::size_t kSweep = kSweepPerCall;
+        const std::size_t segmentSlots = shape_.segmentGroups * kGroupSlots;
+        const std::size_t count = segmentCount_.load(std::memory_order_acquire);
         const std::uint64_t first =
-            sweepCursor_.fetch_add(kSweep, std::memory_order_relaxed) % (groupCount_ * kGroupSlots);
-        Group* g = groups_[first / kGroupSlots].load(std::memory_order_acquire);
-        if (g == nullptr || !g->insertLock.try_lock()) {
+            sweepCursor_.fetch_add(kSweep, std::memory_order_relaxed) % (count * segmentSlots);
+        Group& g = segments_[first / segmentSlots][(first % segmentSlots) / kGroupSlots];
+        if (!g.insertLock.try_lock()) {
             return;
         }
         for (std::uint64_t i = first % kGroupSlots; i < first % kGroupSlots + kSweep; ++i) {
-            Slot& s = g->slots[i];
-            if (tagAt(*g, i) == 0 || !s.lock.try_lock()) {
+            Slot& s = g.slots[i];
+            if (tagAt(g, i) == 0 || !s.lock.try_lock()) {
                 continue;
             }
             probe_.slotLocked(true);
             if (reclaimable(s.state, now)) {
                 s.state = typename M::State{};
-                setTag(*g, i, 0);
+                setTag(g, i, 0);
                 tracked_.fetch_sub(1, std::memory_order_relaxed);
             }
             s.lock.unlock();
         }
-        g->insertLock.unlock();
-    }
-
-    RATELIMIT_COLD Group& groupAt(std::uint64_t index) {
-        Group* g = groups_[index].load(std::memory_order_acquire);
-        if (g != nullptr) {
-            return *g;
-        }
-        // NOLINTNEXTLINE(cppcoreguidelines-owning-memory): the table owns its groups
-        auto* const fresh = new Group{};
-        if (groups_[index].compare_exchange_strong(g, fresh, std::memory_order_acq_rel)) {
-            allocatedGroups_.fetch_add(1, std::memory_order_relaxed);
-            return *fresh;
-        }
-        delete fresh;  // NOLINT(cppcoreguidelines-owning-memory): another thread's came first
-        return *g;
+        g.insertLock.unlock();
     }
 
     RATELIMIT_COLD void notify(MemoryEvent event) const {
@@ -806,8 +987,14 @@ private:
         }
     }
 
+    [[nodiscard]] std::size_t segmentBytes() const noexcept {
+        return shape_.segmentGroups * sizeof(Group);
+    }
+
     [[nodiscard]] std::size_t fixedBytes() const noexcept {
-        return sizeof(*this) + groupCount_ * sizeof(std::atomic<Group*>) +
+        return sizeof(*this) +
+               shape_.maxSegments() * (sizeof(std::atomic<Group*>) +
+                                       sizeof(std::atomic<std::uint8_t>) + sizeof(Group*)) +
                keyspace_->options.spillEntries * sizeof(Slot);
     }
 
@@ -825,11 +1012,17 @@ private:
     Ref<MemoryKeyspace> keyspace_;
     Quota quota_;
     Tick reclaimLag_;  ///< how far before a caller's time an entry must already be fresh
-    std::size_t groupCount_;
-    HeapArray<std::atomic<Group*>> groups_;
+    TableShape shape_;
+    /// Entry e names the groups of the segment that holds the keys placed at e (`placeKey`);
+    /// a segment of depth d is named by 2^(maxDepth − d) consecutive entries. Changed only by
+    /// `split`, under `splitLock_` and the split segment's insert locks.
+    HeapArray<std::atomic<Group*>> directory_;
+    HeapArray<std::atomic<std::uint8_t>> depths_;  ///< the depth of each entry's segment
+    HeapArray<Group*> segments_;                   ///< in the order they were made
+    std::atomic<std::size_t> segmentCount_{0};
+    SlotLock splitLock_;
     HeapArray<Slot> spill_;
     std::atomic<std::size_t> tracked_{0};
-    std::atomic<std::size_t> allocatedGroups_{0};
     std::atomic<std::uint64_t> sweepCursor_{0};
     std::atomic<std::uint64_t> sweeps_{0};
     std::atomic<std::uint64_t> sweptSlots_{0};

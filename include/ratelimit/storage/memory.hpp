@@ -20,15 +20,17 @@
 namespace ratelimit {
 inline namespace v1 {
 
-/// In-process storage: a fixed set of lazily allocated 16-slot groups per limiter, each slot
-/// with its own lock and a one-byte tag that filters before it, so request threads share a lock
-/// only when they share a key or, 1 time in 255 per key of a group, its tag.
+/// In-process storage: a table of 16-slot groups per limiter, grown a segment of groups at a
+/// time as keys arrive, each slot with its own lock and a one-byte tag that filters before it,
+/// so request threads share a lock only when they share a key or, 1 time in 255 per key of a
+/// group, its tag.
 ///
 /// Keys of up to 16 bytes are stored whole and placed by a fast keyed hash; longer keys are
 /// kept as their keyed 128-bit SipHash-2-4 digest (both seeded per storage, so an attacker
 /// cannot aim keys at one group or forge a digest). Memory is bounded in bytes: at most `maxKeys`
-/// entries are live in each limiter's table, which is sized from `maxKeys` once (see
-/// `MemoryStats::byteBound`), so a flood on one limiter never takes another's room. A fresh entry
+/// entries are live in each limiter's table, which grows with its keys up to room for
+/// `maxKeys` (see `MemoryStats::byteBound`), so a flood on one limiter never takes another's
+/// room. A fresh entry
 /// (its key back to untouched) is free space: a new key of its limiter reuses it, and each call
 /// that inserts sweeps at most `kSweepPerCall` slots of its table; there is no background thread.
 /// When no entry is free, a new key shares one of `spillEntries` spill entries chosen by its hash:
