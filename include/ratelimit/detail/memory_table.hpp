@@ -505,13 +505,13 @@ private:
 
     /// The segment that holds the key's entry, if it has one: a split moves keys from it only
     /// under its groups' insert locks and each moved slot's lock.
-    Group* segmentOf(const KeyPlacement& k) const noexcept {
+    [[nodiscard]] Group* segmentOf(const KeyPlacement& k) const noexcept {
         return directory_[k.entry].load(std::memory_order_acquire);
     }
 
     /// Whether `segment` is still the key's. Callers hold an insert lock of `segment`, so the
     /// answer holds until they release it.
-    bool holds(const Group* segment, const KeyPlacement& k) const noexcept {
+    [[nodiscard]] bool holds(const Group* segment, const KeyPlacement& k) const noexcept {
         return directory_[k.entry].load(std::memory_order_relaxed) == segment;
     }
 
@@ -993,8 +993,9 @@ private:
 
     [[nodiscard]] std::size_t fixedBytes() const noexcept {
         return sizeof(*this) +
-               shape_.maxSegments() * (sizeof(std::atomic<Group*>) +
-                                       sizeof(std::atomic<std::uint8_t>) + sizeof(Group*)) +
+               shape_.maxSegments() *
+                   (sizeof(std::atomic<Group*>) + sizeof(std::atomic<std::uint8_t>) +
+                    sizeof(void*)) +  // entry, depth, segment
                keyspace_->options.spillEntries * sizeof(Slot);
     }
 
