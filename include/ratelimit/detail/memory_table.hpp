@@ -261,11 +261,14 @@ inline TableShape tableShape(std::size_t maxKeys) noexcept {
 
 /// Where a key lives in a table: the directory entry that names its segment, its two candidate
 /// groups in that segment (two choices keep groups evenly filled, so a key rarely finds both
-/// full before the segment splits) and the tag that marks its slot (0 is an empty slot).
+/// full before the segment splits), the tag that marks its slot (0 is an empty slot), and its
+/// home: the slot it takes when that one is empty, which a lookup fetches while it reads the
+/// tags, so a key at home costs one cache miss, not two in a row.
 struct KeyPlacement {
     std::size_t entry = 0;
     std::array<std::uint64_t, 2> groups{};
     std::uint8_t tag = 0;
+    std::uint8_t home = 0;
 };
 
 /// Maps a 64-bit hash onto [0, n) without a division (Lemire's multiply-shift), so segments
@@ -276,8 +279,9 @@ inline std::uint64_t reduce(std::uint64_t hash, std::size_t n) noexcept {
 
 /// Places a key whose digest is `d` in a table of `shape`. The directory entry takes the top
 /// bits of `d.high` (a split moves the keys of the next bit), the groups the top bits of
-/// `d.low` and of the low half of `d.high`, the tag the low half of `d.low`: from shared bits,
-/// the keys of one group would share tags, and a lookup would lock all of them. It writes into
+/// `d.low` and of the low half of `d.high`, the tag the low half of `d.low`, the home the four
+/// bits above it: from shared bits, the keys of one group would share tags (and a lookup would
+/// lock all of them) or homes. It writes into
 /// `p` in place: a returned struct, copied into the caller's lookup, costs the step path a
 /// store-forwarding stall.
 inline void placeKey(const Digest128& d, const TableShape& shape, KeyPlacement& p) noexcept {
@@ -291,6 +295,7 @@ inline void placeKey(const Digest128& d, const TableShape& shape, KeyPlacement& 
     const std::uint64_t second = reduce(d.high << kHalf, groups > 1 ? groups - 1 : 1);
     p.groups = {first, second + static_cast<std::uint64_t>(groups > 1 && second >= first)};
     p.tag = static_cast<std::uint8_t>(1 + reduce(d.low << kHalf, kTagValues));
+    p.home = static_cast<std::uint8_t>((d.low >> kHalf) % kGroupSlots);
 }
 
 /// Hears every slot lock a table takes for a key, `foreign` when the slot holds another key:
@@ -566,9 +571,12 @@ private:
                TagCounts& seen) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
         Group& first = segment[k.groups[0]];
         Group& second = segment[k.groups[1]];
-        // Among many keys both groups are cache misses: start the second one's now, so a key
-        // placed there waits for one miss, not two in a row.
+        // Among many keys the groups' tags and the slot are cache misses: start the key's home
+        // slots and the second group's tags now, so a key at home waits for one miss, not two
+        // or three in a row.
+        __builtin_prefetch(&first.slots[k.home]);
         __builtin_prefetch(&second);
+        __builtin_prefetch(&second.slots[k.home]);
         Slot* s = lockOwnSlot(first, k, seen[0]);
         if (s == nullptr) {
             s = lockOwnSlot(second, k, seen[1]);
@@ -830,25 +838,28 @@ private:
         return false;
     }
 
-    /// Gives an empty slot of `g` to the key, within the table's `maxKeys`.
+    /// Gives an empty slot of `g` to the key, its home if that one is empty, within the table's
+    /// `maxKeys`.
     RATELIMIT_COLD bool claimEmpty(Group& g, const Lookup& k, const Request& r, Decision& out)
         RATELIMIT_REQUIRES(g.insertLock) {
-        for (std::size_t w = 0; w < kTagWords; ++w) {
-            const std::uint64_t empty = zeroBytes(g.tags[w].load(std::memory_order_relaxed));
-            if (empty == 0) {
-                continue;
+        std::size_t i = k.home;
+        if (tagAt(g, i) != 0) {
+            i = kGroupSlots;
+            for (std::size_t w = 0; w < kTagWords && i == kGroupSlots; ++w) {
+                const std::uint64_t empty = zeroBytes(g.tags[w].load(std::memory_order_relaxed));
+                if (empty != 0) {
+                    i = w * kTagsPerWord + byteIndex(empty);
+                }
             }
-            if (!reserveEntry()) {
-                return false;
-            }
-            const std::size_t i = w * kTagsPerWord + byteIndex(empty);
-            Slot& s = g.slots[i];
-            SlotGuard guard(s.lock);
-            probe_.slotLocked(false);
-            out = assignAndRun(g, i, s, k, r);
-            return true;
         }
-        return false;
+        if (i == kGroupSlots || !reserveEntry()) {
+            return false;
+        }
+        Slot& s = g.slots[i];
+        SlotGuard guard(s.lock);
+        probe_.slotLocked(false);
+        out = assignAndRun(g, i, s, k, r);
+        return true;
     }
 
     /// Gives the key a slot whose key is fresh again: free space, reused in place. The check
