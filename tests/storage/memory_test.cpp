@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -29,6 +30,7 @@
 
 #include "support/catch.hpp"
 #include "support/limiters.hpp"
+#include "support/random_traffic.hpp"
 
 using namespace std::chrono_literals;
 
@@ -311,6 +313,87 @@ TEST_CASE("MemoryStorage: keys keep their state while other threads' keys split 
     CHECK(s.trackedKeys == kThreads * kKeysPerThread + kHotKeys);
     CHECK(s.spilledCalls == 0);
     CHECK(s.allocatedBytes > std::size_t{1} << 20);  // the table grew: segments split
+}
+
+TEMPLATE_TEST_CASE("MemoryStorage: through splits and reuse, every key's decisions are its model's",
+                   "[memory_storage][memory]", RATELIMIT_TEST_MODELS) {
+    // A table that grows from one segment to 64 (maxKeys 30'000: segments of 40 groups, depth
+    // up to 6) under random calls on 20'000 keys, as time moves on far enough for keys to go
+    // fresh and their entries to be reused. Every decision must equal the model's own step on
+    // that key's state, kept beside the table in a map: a key whose entry moved, was found on
+    // a second look, or reused another key's fresh entry answers as if it had its own state
+    // throughout.
+    using Model = TestType;
+    constexpr std::size_t kMaxKeys = 30'000;
+    constexpr std::size_t kKeys = 20'000;
+    constexpr int kCalls = 150'000;
+    REQUIRE(ratelimit::detail::tableShape(kMaxKeys).maxDepth == 6);
+    const MemoryStorage::Options options{.maxKeys = kMaxKeys, .seed = 17};
+    const Limit limit = Limit::perSecond(5);
+    const auto quota = ratelimit::Quota::make<Model>(limit, 1, 64);
+    ratelimit::detail::MemoryTable<Model> table(
+        ratelimit::detail::Ref<ratelimit::detail::MemoryKeyspace>::make(
+            options, ratelimit::detail::hashSeeds(options.seed)),
+        "differential", quota);
+    std::unordered_map<std::string, typename Model::State> states;
+    ratelimit_test::Rng rng(23);
+    ratelimit::Tick now = 1'000'000'000;
+    std::size_t known = 0;           // keys 0 … known−1 have been called
+    ratelimit::MemoryStats initial;  // one segment
+    table.addStats(initial);
+    ratelimit::MemoryStats grown;
+    int mismatches = 0;
+    std::string firstMismatch;
+    for (int call = 0; call < kCalls; ++call) {
+        // Time creeps while the table grows, then leaps, and keys go fresh and make room.
+        const bool growing = call < kCalls / 2;
+        if (ratelimit_test::uniform(rng, 0, 999) < (growing ? 5 : 30)) {
+            now += ratelimit_test::logUniform(rng, 1, growing ? 1'000'000 : 10'000'000'000);
+        }
+        if (call == kCalls / 2) {
+            table.addStats(grown);
+        }
+        // Mostly new keys while there are any, then older ones, the recent more often.
+        const bool fresh = known < kKeys && ratelimit_test::uniform(rng, 0, 2) == 0;
+        const std::size_t i =
+            fresh ? known++
+                  : (known == 0 ? 0
+                                : known - 1 -
+                                      static_cast<std::size_t>(ratelimit_test::logUniform(
+                                          rng, 1, static_cast<std::int64_t>(known))) +
+                                      1);
+        const std::string key = numberedKey(i, i % 3 == 0);
+        typename Model::State& state = states[key];
+        const std::int64_t roll = ratelimit_test::uniform(rng, 0, 99);
+        if (roll == 0) {
+            table.reset(key);
+            state = typename Model::State{};
+            continue;
+        }
+        const std::int64_t cost = ratelimit_test::uniform(rng, 0, 3);
+        const auto mode = roll < 10 ? ratelimit::StepMode::kPeek : ratelimit::StepMode::kConsume;
+        const auto clock = [now] { return now; };
+        const ratelimit::Decision got =
+            table.step(key, ratelimit::detail::TickSource(clock), cost, mode);
+        ratelimit::Decision want;
+        if (mode == ratelimit::StepMode::kPeek) {
+            typename Model::State copy = state;
+            want = ratelimit::detail::applyStep<Model>(copy, quota, now, cost);
+        } else {
+            want = ratelimit::detail::applyStep<Model>(state, quota, now, cost);
+        }
+        if (!(got == want) && mismatches++ == 0) {
+            firstMismatch = "call " + std::to_string(call) + " key " + key;
+        }
+    }
+    ratelimit::MemoryStats stats;
+    table.addStats(stats);
+    CAPTURE(firstMismatch, initial.allocatedBytes, grown.trackedKeys, grown.allocatedBytes,
+            stats.trackedKeys, stats.allocatedBytes, stats.byteBound);
+    CHECK(mismatches == 0);
+    CHECK(stats.spilledCalls == 0);  // else keys shared entries, and the map could not tell
+    CHECK(grown.trackedKeys > kKeys / 2);
+    CHECK(grown.allocatedBytes > 16 * initial.allocatedBytes);  // a table of 16+ segments
 }
 
 // ---------------------------------------------------------------------------------------------
