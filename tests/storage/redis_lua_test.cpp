@@ -568,7 +568,7 @@ TEST_CASE("Redis Lua: idiv, ceildiv and imod are exact up to 2^53", "[redis_lua]
             uniform(rng, 0, 1) == 0 ? uniform(rng, top - 100000, top) : logUniform(rng, 1, top);
         pairs.emplace_back(uniform(rng, 0, 3) == 0 ? -a : a, uniform(rng, 0, 5) == 0 ? -b : b);
     }
-    const std::string body = std::string(ratelimit::detail::kLuaPrelude) + R"lua(
+    const std::string loop = R"lua(
 local out = {}
 for i = 1, #ARGV, 2 do
   local a, b = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
@@ -578,6 +578,9 @@ for i = 1, #ARGV, 2 do
 end
 return out
 )lua";
+    std::string body;
+    ratelimit::detail::appendLuaHelpers(body, loop);
+    body.append(loop);
     std::vector<std::string> args = {"EVAL", body, "0"};
     for (const auto& [a, b] : pairs) {
         args.push_back(str(a));
@@ -752,6 +755,45 @@ TEMPLATE_TEST_CASE("Redis Lua: the script follows the Lua rules", "[redis_lua][r
         ratelimit::detail::composeScript({"no such", TestType::kLua, TestType::kStateFields},
                                          ratelimit::detail::kQuotaArgumentNames),
         std::invalid_argument);
+}
+
+// How a script tells which helpers and quota fields it uses.
+static_assert(ratelimit::detail::namesInLua("local r = fmod(a, b)", "fmod"));
+static_assert(!ratelimit::detail::namesInLua("local fmod = math.fmod", "imod"));
+static_assert(!ratelimit::detail::namesInLua("x = math.fmod(a, b)", "fmod"));
+static_assert(!ratelimit::detail::namesInLua("x = fmodx(a, b)", "fmod"));
+static_assert(ratelimit::detail::namesInLua("return q.count - used", "count", "q."));
+static_assert(!ratelimit::detail::namesInLua("return q.countx", "count", "q."));
+static_assert(!ratelimit::detail::namesInLua("return aq.count", "count", "q."));
+static_assert(!ratelimit::detail::namesInLua("return count", "count", "q."));
+
+TEMPLATE_TEST_CASE("Redis Lua: a script defines only the helpers and quota fields it uses",
+                   "[redis_lua][redis]", RATELIMIT_TEST_MODELS) {
+    // Each `local function` is a closure made on every call, and each quota field a
+    // `tonumber`: the server pays for what a script defines, used or not.
+    const std::string& script = scriptOf<TestType>();
+    std::string model;
+    for (const std::string_view piece : TestType::kLua) {
+        model.append(piece);
+    }
+    for (const auto& helper : ratelimit::detail::kLuaHelpers) {
+        CAPTURE(helper.name);
+        const bool defined = script.find(helper.lua) != std::string::npos;
+        CHECK(defined == (ratelimit::detail::namesInLua(model, helper.name) ||
+                          helper.name == "fmod" || helper.name == "ceildiv" ||
+                          helper.name == "fmt"));  // `store` rounds its TTL up and formats it
+    }
+    for (const std::string_view field : ratelimit::detail::kQuotaArgumentNames) {
+        CAPTURE(field);
+        const bool read =
+            script.find(std::string(field) + " = tonumber(ARGV[") != std::string::npos;
+        CHECK(read == (ratelimit::detail::namesInLua(model, field, "q.") || field == "capacity" ||
+                       field == "lateTolerance"));  // the main chunk's
+    }
+    if constexpr (std::is_same_v<TestType, ratelimit::TokenBucketModel>) {
+        CHECK(script.find("local function imod") == std::string::npos);
+        CHECK(script.find("maxRunsPerKey") == std::string::npos);
+    }
 }
 
 TEMPLATE_TEST_CASE("Redis Lua: refusals still answer at maxmemory", "[redis_lua][redis]",

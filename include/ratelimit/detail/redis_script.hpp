@@ -1,7 +1,7 @@
 #pragma once
 
 // A model's Redis script and the request that runs it. Each model keeps its Lua next to its
-// C++ step (`Model::kLua`); `composeScript` joins it with the helpers every model uses, the
+// C++ step (`Model::kLua`); `composeScript` joins it with the helpers it uses, the
 // reading of the call's arguments, the loading and storing of the model's state (written out
 // for its fields), and the main chunk that applies the step and stores what it wrote.
 //
@@ -28,7 +28,8 @@ namespace ratelimit {
 inline namespace v1 {
 namespace detail {
 
-/// Helpers every model's Lua relies on.
+/// The helpers a model's Lua may use, each one included in a script only when the script
+/// uses it (`appendLuaHelpers`): a `local function` is a closure made on every call.
 ///
 /// Lua 5.1 numbers are doubles, exact for integers below 2^53, but `math.floor(a / b)` rounds
 /// the quotient first and can land on the wrong integer near 2^53. `math.fmod` is exact (C
@@ -36,39 +37,87 @@ namespace detail {
 /// `ceildiv` and `imod` are exact for |a|, |b| < 2^53, b ~= 0. `fmt` is the one way a number
 /// becomes a string (`tostring` and `..` print 14 significant digits). The decision builders
 /// are the C++ ones (algorithms/model.hpp), returning a decision as four values: allowed,
-/// remaining, retry (-1 means never) and reset.
-inline constexpr std::string_view kLuaPrelude = R"lua(
-local fmod = math.fmod
-local function idiv(a, b)
+/// remaining, retry (-1 means never) and reset. A helper uses only the ones before it.
+struct LuaHelper {
+    std::string_view name;
+    std::string_view lua;
+};
+inline constexpr std::array<LuaHelper, 8> kLuaHelpers{{
+    {"fmod", "\nlocal fmod = math.fmod\n"},
+    {"idiv", R"lua(local function idiv(a, b)
   local r = fmod(a, b)
   local q = (a - r) / b
   if r ~= 0 and (r < 0) ~= (b < 0) then q = q - 1 end
   return q
 end
-local function ceildiv(a, b)
+)lua"},
+    {"ceildiv", R"lua(local function ceildiv(a, b)
   local r = fmod(a, b)
   local q = (a - r) / b
   if r ~= 0 and (r < 0) == (b < 0) then q = q + 1 end
   return q
 end
-local function imod(a, b)
+)lua"},
+    {"imod", R"lua(local function imod(a, b)
   local r = fmod(a, b)
   if r ~= 0 and (r < 0) ~= (b < 0) then r = r + b end
   return r
 end
-local function fmt(x)
+)lua"},
+    {"fmt", R"lua(local function fmt(x)
   return string.format('%d', x)
 end
-local function admitted(remaining, reset)
+)lua"},
+    {"admitted", R"lua(local function admitted(remaining, reset)
   return true, remaining, 0, reset
 end
-local function refused(remaining, retry, reset)
+)lua"},
+    {"refused", R"lua(local function refused(remaining, retry, reset)
   return false, remaining, retry, reset
 end
-local function refusedForever(remaining, reset)
+)lua"},
+    {"refusedForever", R"lua(local function refusedForever(remaining, reset)
   return false, remaining, -1, reset
 end
-)lua";
+)lua"},
+}};
+
+/// Whether Lua `code` names `name` (after `prefix`, such as "q."): an occurrence with no
+/// identifier character on either side, nor a `.` before (`math.fmod` is not `fmod`).
+constexpr bool namesInLua(std::string_view code, std::string_view name,
+                          std::string_view prefix = {}) noexcept {
+    const auto word = [](char c) { return ascii::isAlnum(c) || c == '_'; };
+    const std::size_t size = prefix.size() + name.size();
+    for (std::size_t at = code.find(name); at != std::string_view::npos;
+         at = code.find(name, at + 1)) {
+        if (at < prefix.size() || code.substr(at - prefix.size(), prefix.size()) != prefix) {
+            continue;
+        }
+        const std::size_t begin = at - prefix.size();
+        const bool clearBefore = begin == 0 || (!word(code[begin - 1]) && code[begin - 1] != '.');
+        const bool clearAfter = begin + size == code.size() || !word(code[begin + size]);
+        if (clearBefore && clearAfter) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/// Appends the helpers that `code` uses, directly or through another helper, in their order.
+inline void appendLuaHelpers(std::string& out, std::string_view code) {
+    std::array<bool, kLuaHelpers.size()> used{};
+    for (std::size_t i = kLuaHelpers.size(); i-- > 0;) {
+        used[i] = namesInLua(code, kLuaHelpers[i].name);
+        for (std::size_t j = i + 1; j < kLuaHelpers.size() && !used[i]; ++j) {
+            used[i] = used[j] && namesInLua(kLuaHelpers[j].lua, kLuaHelpers[i].name);
+        }
+    }
+    for (std::size_t i = 0; i < kLuaHelpers.size(); ++i) {
+        if (used[i]) {
+            out.append(kLuaHelpers[i].lua);
+        }
+    }
+}
 
 /// The arguments of one call, in ARGV order (the quota's follow): the time in µs, or empty to
 /// read `TIME`; the cost; 1 to consume or 0 to peek; the key's window phase in µs.
@@ -174,17 +223,23 @@ inline void appendLuaList(std::string& out, std::span<const std::string_view> na
     }
 }
 
-/// The model's quota `q`, its key's `state` and `store`, written out field by field for the
-/// model, so the script builds no list of names and runs no loop over one on each call. The
-/// key's value is a string (one `GET`, one `SET … PX`: a hash would cost a `PEXPIRE` more),
-/// packed and unpacked by Redis's bundled `struct` library in one call each way.
+/// The model's quota `q` (the fields `code` reads), its key's `state` and `store`, written out
+/// field by field for the model, so the script builds no list of names and runs no loop over
+/// one on each call. The key's value is a string (one `GET`, one `SET … PX`: a hash would cost
+/// a `PEXPIRE` more), packed and unpacked by Redis's bundled `struct` library in one call each
+/// way.
 inline void appendModelGlue(std::string& out, const ScriptModel& model,
-                            std::span<const std::string_view> quotaFields) {
+                            std::span<const std::string_view> quotaFields, std::string_view code) {
     const std::span<const std::string_view> fields = model.stateFields;
     out.append("\nlocal model = ").append(model.name).append("\nlocal q = {");
+    std::string_view separator;
     for (std::size_t i = 0; i < quotaFields.size(); ++i) {
-        out.append(i == 0 ? "" : ", ").append(quotaFields[i]).append(" = tonumber(ARGV[");
+        if (!namesInLua(code, quotaFields[i], "q.")) {
+            continue;  // sent, but not read: a field costs the script a `tonumber` and a slot
+        }
+        out.append(separator).append(quotaFields[i]).append(" = tonumber(ARGV[");
         out.append(std::to_string(kCallArguments.size() + 1 + i)).append("])");
+        separator = ", ";
     }
     out.append("}\nlocal stored = redis.call('GET', KEYS[1])\n");
     std::string encoded;  // the value `store` writes
@@ -219,8 +274,8 @@ inline void appendModelGlue(std::string& out, const ScriptModel& model,
         .append(", 'PX', fmt(ceildiv(keep, 1000) + 1))\nend\n");
 }
 
-/// The script that runs one model's step: the prelude, the model's Lua (defining the table
-/// `model.name`), the call's arguments, the model's glue, and the main chunk. No `#!lua`
+/// The script that runs one model's step: the helpers it uses, the model's Lua (defining the
+/// table `model.name`), the call's arguments, the model's glue, and the main chunk. No `#!lua`
 /// shebang. Throws: `std::invalid_argument` when a name is not a Lua identifier, or the state
 /// has no field.
 inline std::string composeScript(const ScriptModel& model,
@@ -237,20 +292,19 @@ inline std::string composeScript(const ScriptModel& model,
     if (model.stateFields.empty()) {
         throwInvalidArgument("composeScript: a model's state has at least one field");
     }
+    // Everything but the helpers, first, to see which helpers and quota fields it uses.
+    std::string body;
+    for (const std::string_view piece : model.lua) {
+        body.append(piece);
+    }
+    const std::size_t modelEnd = body.size();
+    body.append(kLuaCall);
+    const std::string modelAndMain = body.substr(0, modelEnd).append(kLuaMain);
+    appendModelGlue(body, model, quotaFields, modelAndMain);
+    body.append(kLuaMain);
     std::string script;
-    constexpr std::size_t kGlue = 1024;  // the model's glue
-    std::size_t luaSize = 0;
-    for (const std::string_view piece : model.lua) {
-        luaSize += piece.size();
-    }
-    script.reserve(kLuaPrelude.size() + luaSize + kLuaCall.size() + kLuaMain.size() + kGlue);
-    script.append(kLuaPrelude);
-    for (const std::string_view piece : model.lua) {
-        script.append(piece);
-    }
-    script.append(kLuaCall);
-    appendModelGlue(script, model, quotaFields);
-    script.append(kLuaMain);
+    appendLuaHelpers(script, body);
+    script.append(body);
     return script;
 }
 
