@@ -777,16 +777,17 @@ TEMPLATE_TEST_CASE("Redis Lua: a script defines only the helpers and quota field
         model.append(piece);
     }
     for (const auto& helper : ratelimit::detail::kLuaHelpers) {
-        CAPTURE(helper.name);
+        const std::string name(helper.name);
+        CAPTURE(name);
         const bool defined = script.find(helper.lua) != std::string::npos;
         CHECK(defined == (ratelimit::detail::namesInLua(model, helper.name) ||
                           helper.name == "fmod" || helper.name == "ceildiv" ||
                           helper.name == "fmt"));  // `store` rounds its TTL up and formats it
     }
     for (const std::string_view field : ratelimit::detail::kQuotaArgumentNames) {
-        CAPTURE(field);
-        const bool read =
-            script.find(std::string(field) + " = tonumber(ARGV[") != std::string::npos;
+        const std::string name(field);
+        CAPTURE(name);
+        const bool read = script.find(name + " = tonumber(ARGV[") != std::string::npos;
         CHECK(read == (ratelimit::detail::namesInLua(model, field, "q.") || field == "capacity" ||
                        field == "lateTolerance"));  // the main chunk's
     }
