@@ -1,6 +1,5 @@
 #pragma once
 
-#include <algorithm>
 #include <atomic>
 #include <cstdint>
 
@@ -45,7 +44,7 @@ private:
     // uncontended compare-and-swap.
     RATELIMIT_COLD void lockContended() noexcept {
         for (int spin = 0, pauses = 1; spin < kSpins;
-             ++spin, pauses = std::min(2 * pauses, kMaxPauses)) {
+             ++spin, pauses = pauses < kMaxPauses ? 2 * pauses : kMaxPauses) {
             for (int i = 0; i < pauses; ++i) {
                 pause();
             }
