@@ -2,8 +2,8 @@
 
 // The table behind one limiter of a `MemoryStorage`: groups of 16 slots, each with its own
 // lock, found through two candidate groups per key and byte tags that filter before any lock;
-// fresh entries reused in place, a constant sweep per inserting call, spill entries at the
-// bound.
+// segments of groups that split in two as keys arrive, up to room for `maxKeys`; fresh entries
+// reused in place, a constant sweep per inserting call, spill entries at the bound.
 
 #include <array>
 #include <atomic>
