@@ -27,15 +27,16 @@ struct TokenBucketModel : BucketKind, ModelNames<"token_bucket", 2, "last", "def
 
     static Decision step(State& state, const Quota& q, Tick now, std::int64_t cost) noexcept {
         const bool steppedBack = state.deficit > 0 && now < state.last;
-        const auto outcome = detail::bucketStep(q, deficitAt(state, q, now), cost);
-        if (cost > 0 && cost <= q.burst && (outcome.decision.allowed || steppedBack)) {
+        std::int64_t deficit = deficitAt(state, q, now);
+        Decision d = detail::bucketStep(q, deficit, cost);
+        if (cost > 0 && cost <= q.burst && (d.allowed || steppedBack)) {
             // Admitted, or rebased: a step back keeps the deficit and restarts refill at `now`.
             state.last = now;
-            if (outcome.decision.allowed) {
-                state.deficit = outcome.deficitAfter;
+            if (d.allowed) {
+                state.deficit = deficit;
             }
         }
-        return outcome.decision;
+        return d;
     }
 
     /// The same model in Lua, line by line (composed into a script by the Redis storage): a
