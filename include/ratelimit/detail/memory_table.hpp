@@ -1,7 +1,8 @@
 #pragma once
 
 // The table behind one limiter of a `MemoryStorage`: groups of 16 slots, each with its own
-// lock, found through two candidate groups per key and byte tags that filter before any lock;
+// lock (one byte, which also holds the length of the slot's key), found through two candidate
+// groups per key and byte tags and lengths that filter before any lock;
 // segments of groups that split in two as keys arrive, up to room for `maxKeys`; fresh entries
 // reused in place, a constant sweep per inserting call, spill entries at the bound.
 
@@ -205,24 +206,37 @@ private:
     T* elements_;
 };
 
-/// A key as stored: up to 16 bytes inline, longer ones as their digest.
-struct StoredKey {
-    static constexpr std::uint8_t kInline = 16;
-    static constexpr std::uint8_t kDigested = 0xFF;
-    std::uint8_t length = 0;            ///< 0…16 inline bytes, or kDigested
-    std::array<char, kInline> bytes{};  ///< unused bytes are zero
+/// A key's bytes as a slot holds them: up to 16 inline, zero-padded, or a longer key's digest.
+/// Its length sits in the slot's `SlotMeta`.
+class KeyBytes {
+public:
+    static constexpr std::size_t kInline = 16;
+
+    [[nodiscard]] char* data() noexcept { return chars_.data(); }
+    [[nodiscard]] const char* data() const noexcept { return chars_.data(); }
 
     /// Two word compares instead of a `memcmp` call: this runs on every step.
-    friend bool operator==(const StoredKey& a, const StoredKey& b) noexcept {
-        return a.length == b.length && a.word(0) == b.word(0) && a.word(1) == b.word(1);
+    friend bool operator==(const KeyBytes& a, const KeyBytes& b) noexcept {
+        return a.word(0) == b.word(0) && a.word(1) == b.word(1);
     }
 
 private:
     [[nodiscard]] std::uint64_t word(std::size_t i) const noexcept {
         std::uint64_t w = 0;
-        std::memcpy(&w, bytes.data() + i * sizeof w, sizeof w);
+        std::memcpy(&w, chars_.data() + i * sizeof w, sizeof w);
         return w;
     }
+
+    std::array<char, kInline> chars_{};
+};
+
+/// A key as stored: its bytes, and its length (0…16 inline bytes, or kDigested).
+struct StoredKey {
+    static constexpr std::uint8_t kInline = KeyBytes::kInline;
+    static constexpr std::uint8_t kDigested = kInline + 1;
+    static_assert(kDigested <= SlotMeta::kMaxLength, "a slot's lock byte holds every length");
+    std::uint8_t length = 0;
+    KeyBytes bytes;
 };
 
 inline constexpr std::size_t kGroupSlots = 16;
@@ -364,11 +378,11 @@ public:
         const Request r{now, now(), cost, mode, Action::kStep};
         Group* const segment = segmentOf(k);
         TagCounts seen{};
-        if (Slot* const s = lockOwnSlot(segment, k, seen)) {
+        if (const Locked s = lockOwnSlot(segment, k, seen)) {
             // Returned as it is built: copied into a `Decision` declared here, the step's
             // 48 bytes stalled the call on a store-forwarding miss (15 % of a hot key's time).
-            const SlotGuard guard(s->lock, kAdoptLock);
-            return run(*s, r);
+            const SlotMetaGuard guard(*s.meta, kAdoptLock);
+            return run(s.slot->state, r);
         }
         return place(segment, k, r, seen);
     }
@@ -411,9 +425,16 @@ public:
     [[nodiscard]] const Probe& probe() const noexcept { return probe_; }
 
 private:
+    /// A slot's key bytes and state, guarded by the slot's `SlotMeta` in its group (which
+    /// clang's analysis cannot name from here): 32 bytes for the buckets.
     struct Slot {
+        KeyBytes key;
+        typename M::State state{};
+    };
+
+    /// A spill entry: shared by keys, so it keeps no key.
+    struct SpillEntry {
         SlotLock lock;
-        StoredKey key RATELIMIT_GUARDED_BY(lock);
         typename M::State state RATELIMIT_GUARDED_BY(lock){};
     };
 
@@ -425,12 +446,16 @@ private:
         /// `placeKey`), so one load matches 8 slots at once. Written under `insertLock`; read
         /// without it as a hint, confirmed under the slot's lock.
         std::array<std::atomic<std::uint64_t>, kTagWords> tags{};
+        /// Slot i's lock and its key's length: a lookup locks only slots whose tag and length
+        /// are its key's.
+        std::array<SlotMeta, kGroupSlots> meta{};
         SlotLock insertLock;
         /// Counts the changes of `tags` (each one made under `insertLock`, this count after it),
         /// so a call that found no slot for its key need not look again under the insert lock
-        /// when the count is the same. Fills what was padding before `slots`. It wraps, harmlessly
+        /// when the count is the same. It wraps, harmlessly
         /// unless one call sits between its two looks through 2^32 changes of its group.
         std::atomic<std::uint32_t> tagChanges{0};
+        // The header takes 40 bytes; a token bucket's group 552, 46 per key at 12 keys a group.
         std::array<Slot, kGroupSlots> slots{};
     };
 
@@ -473,7 +498,7 @@ private:
         std::uint64_t spillHash = 0;
     };
 
-    Slot& spillOf(const Lookup& k) noexcept {
+    SpillEntry& spillOf(const Lookup& k) noexcept {
         return spill_[k.spillHash % keyspace_->options.spillEntries];
     }
 
@@ -538,11 +563,12 @@ private:
         }
     };
 
-    /// Steps the slot's key. One return of one `Decision` on every path (a reset answers in
-    /// `runCold`), so the compiler builds it in its caller's place instead of copying it.
-    Decision run(Slot& s, const Request& r) RATELIMIT_REQUIRES(s.lock) {
+    /// Steps a key's `state`, under its lock. One return of one `Decision` on every path (a
+    /// reset answers in `runCold`), so the compiler builds it in its caller's place instead of
+    /// copying it.
+    Decision run(typename M::State& state, const Request& r) {
         Tick now = r.now;
-        if (now < M::lastWrite(s.state)) {
+        if (now < M::lastWrite(state)) {
             // Another call wrote a later time since this one read the clock: reading it again
             // under the lock keeps the key's times in the order its steps take effect (a
             // clock that really stepped back answers the same, and the model rebases).
@@ -550,26 +576,36 @@ private:
         }
         if constexpr (std::is_trivially_copyable_v<typename M::State>) {
             // One copy of the model's step in the inlined path, for peeks and writes alike.
-            typename M::State next = s.state;
+            typename M::State next = state;
             // Not const: GCC 12 builds a const local apart and copies it out.
             Decision d = applyStep<M>(next, quota_, now, r.cost);
             if (r.writes()) {
-                s.state = next;
+                state = next;
             }
             return d;
         } else {  // the sliding log's runs: a peek copies them, a write steps them in place
             if (!r.writes()) {
-                typename M::State copy = s.state;
+                typename M::State copy = state;
                 return applyStep<M>(copy, quota_, now, r.cost);
             }
-            return applyStep<M>(s.state, quota_, now, r.cost);
+            return applyStep<M>(state, quota_, now, r.cost);
         }
     }
 
-    /// The key's slot in `segment`, returned locked, or null when the key has no slot there,
+    /// A slot and its lock, held by whoever has it (clang's analysis cannot follow a lock out of
+    /// a function, so the functions that return one and their callers opt out of it); empty
+    /// when no slot was found.
+    struct Locked {
+        Slot* slot = nullptr;
+        SlotMeta* meta = nullptr;
+
+        explicit operator bool() const noexcept { return slot != nullptr; }
+    };
+
+    /// The key's slot in `segment`, returned locked, or none when the key has no slot there,
     /// with what the look saw in `seen`.
-    Slot* lockOwnSlot(Group* segment, const Lookup& k,
-                      TagCounts& seen) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
+    Locked lockOwnSlot(Group* segment, const Lookup& k,
+                       TagCounts& seen) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
         Group& first = segment[k.groups[0]];
         Group& second = segment[k.groups[1]];
         // Among many keys the groups' tags and the slot are cache misses: start the key's home
@@ -578,52 +614,52 @@ private:
         __builtin_prefetch(&first.slots[k.home]);
         __builtin_prefetch(&second);
         __builtin_prefetch(&second.slots[k.home]);
-        Slot* const s = lockOwnSlot(first, k, seen[0]);
-        return s != nullptr ? s : lockOwnSlot(second, k, seen[1]);
+        const Locked s = lockOwnSlot(first, k, seen[0]);
+        return s ? s : lockOwnSlot(second, k, seen[1]);
     }
 
-    /// The key's slot in `g`, returned locked (clang's analysis cannot follow a lock out of a
-    /// function, so its callers opt out of it), or null.
-    Slot* lockOwnSlot(Group& g, const Lookup& k,
-                      std::uint32_t& seen) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
+    /// The key's slot in `g`, returned locked, or none.
+    Locked lockOwnSlot(Group& g, const Lookup& k,
+                       std::uint32_t& seen) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
         // Read before the tags: a tag changed after this read changes the count too.
         seen = g.tagChanges.load(std::memory_order_acquire);
         for (std::size_t w = 0; w < kTagWords; ++w) {
             std::uint64_t match = matchingBytes(g.tags[w].load(std::memory_order_acquire), k.tag);
             for (; match != 0; match &= match - 1) {
                 const std::size_t i = w * kTagsPerWord + byteIndex(match);
-                Slot& s = g.slots[i];
-                s.lock.lock();
+                if (!g.meta[i].lockIfLength(k.key.length)) {
+                    continue;  // a key of another length
+                }
                 // The tag is only a hint: the slot may have been given to another key since.
-                const bool mine = s.key == k.key && tagAt(g, i) == k.tag;
+                const bool mine = g.slots[i].key == k.key.bytes && tagAt(g, i) == k.tag;
                 probe_.slotLocked(!mine);
                 if (mine) {
-                    return &s;
+                    return {&g.slots[i], &g.meta[i]};
                 }
-                s.lock.unlock();
+                g.meta[i].unlock();
             }
         }
-        return nullptr;
+        return {};
     }
 
     /// `run` out of line, for the cold paths: the hot path alone inlines it, which keeps the
     /// code (and the time to compile it) small.
-    RATELIMIT_COLD Decision runCold(Slot& s, const Request& r) RATELIMIT_REQUIRES(s.lock) {
+    RATELIMIT_COLD Decision runCold(typename M::State& state, const Request& r) {
         if (r.action == Action::kReset) {
-            s.state = typename M::State{};
+            state = typename M::State{};
             return Decision{};
         }
-        return run(s, r);
+        return run(state, r);
     }
     RATELIMIT_COLD bool findIn(Group& g, const Lookup& k, const Request& r,
                                Decision& out) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
         std::uint32_t seen = 0;
-        Slot* s = lockOwnSlot(g, k, seen);
-        if (s == nullptr) {
+        const Locked s = lockOwnSlot(g, k, seen);
+        if (!s) {
             return false;
         }
-        const SlotGuard guard(s->lock, kAdoptLock);
-        out = runCold(*s, r);
+        const SlotMetaGuard guard(*s.meta, kAdoptLock);
+        out = runCold(s.slot->state, r);
         return true;
     }
 
@@ -754,7 +790,7 @@ private:
             if (tagAt(g, i) == 0) {
                 continue;
             }
-            SlotGuard guard(g.slots[i].lock);
+            const SlotMetaGuard guard(g.meta[i]);
             probe_.slotLocked(true);
             if (reclaimable(g.slots[i].state, hint)) {
                 return true;
@@ -791,9 +827,9 @@ private:
     }
 
     RATELIMIT_COLD Decision spillCold(const Lookup& k, const Request& r) {
-        Slot& s = spillOf(k);
-        SlotGuard guard(s.lock);
-        return runCold(s, r);
+        SpillEntry& s = spillOf(k);
+        const SlotGuard guard(s.lock);
+        return runCold(s.state, r);
     }
 
     /// Finds or places the key in one of its groups: an existing entry first, then an empty
@@ -852,10 +888,9 @@ private:
         if (i == kGroupSlots || !reserveEntry()) {
             return false;
         }
-        Slot& s = g.slots[i];
-        SlotGuard guard(s.lock);
+        const SlotMetaGuard guard(g.meta[i]);
         probe_.slotLocked(false);
-        out = assignAndRun(g, i, s, k, r);
+        out = assignAndRun(g, i, k, r);
         return true;
     }
 
@@ -868,26 +903,26 @@ private:
             if (tagAt(g, i) == 0) {
                 continue;
             }
-            Slot& s = g.slots[i];
-            SlotGuard guard(s.lock);
+            const SlotMetaGuard guard(g.meta[i]);
             probe_.slotLocked(true);
-            if (reclaimable(s.state, hint)) {
-                out = assignAndRun(g, i, s, k, r);
+            if (reclaimable(g.slots[i].state, hint)) {
+                out = assignAndRun(g, i, k, r);
                 return true;
             }
         }
         return false;
     }
 
-    /// Hands slot `s` to the key and runs the request. Callers hold the group's insert lock,
-    /// the only place tags change.
-    RATELIMIT_COLD Decision assignAndRun(Group& g, std::size_t i, Slot& s, const Lookup& k,
-                                         const Request& r)
-        RATELIMIT_REQUIRES(g.insertLock, s.lock) {
-        s.key = k.key;
+    /// Hands slot i of `g` to the key and runs the request. Callers hold the group's insert
+    /// lock, the only place tags change, and the slot's lock.
+    RATELIMIT_COLD Decision assignAndRun(Group& g, std::size_t i, const Lookup& k, const Request& r)
+        RATELIMIT_REQUIRES(g.insertLock, g.meta[i]) {
+        Slot& s = g.slots[i];
+        s.key = k.key.bytes;
+        g.meta[i].setLength(k.key.length);
         s.state = typename M::State{};
         setTag(g, i, k.tag);
-        return runCold(s, r);
+        return runCold(s.state, r);
     }
 
     /// Splits the key's segment, `segment` when the call looked, in two; false when it is at
@@ -922,19 +957,26 @@ private:
         for (std::size_t g = 0; g < shape_.segmentGroups; ++g) {
             for (std::size_t i = 0; i < kGroupSlots; ++i) {
                 const std::uint8_t tag = tagAt(segment[g], i);
-                Slot& from = segment[g].slots[i];
                 if (tag == 0) {
                     continue;
                 }
-                const SlotGuard guard(from.lock);
-                if (entryOf(from.key) < half) {
+                Slot& from = segment[g].slots[i];
+                SlotMeta& fromMeta = segment[g].meta[i];
+                const SlotMetaGuard guard(fromMeta);
+                const StoredKey key{fromMeta.length(), from.key};
+                if (entryOf(key) < half) {
                     continue;
                 }
                 Slot& to = upper[g].slots[i];
                 to.key = from.key;
                 to.state = std::move(from.state);
-                setTag(upper[g], i, tag);  // `upper` is unpublished: its locks are free
-                from.key = StoredKey{};
+                {  // `upper` is unpublished: its locks are free
+                    const SlotMetaGuard toGuard(upper[g].meta[i]);
+                    upper[g].meta[i].setLength(key.length);
+                }
+                setTag(upper[g], i, tag);
+                from.key = KeyBytes{};
+                fromMeta.setLength(0);
                 from.state = typename M::State{};
                 setTag(segment[g], i, 0);
             }
@@ -974,17 +1016,17 @@ private:
             return;
         }
         for (std::uint64_t i = first % kGroupSlots; i < first % kGroupSlots + kSweep; ++i) {
-            Slot& s = g.slots[i];
-            if (tagAt(g, i) == 0 || !s.lock.try_lock()) {
+            if (tagAt(g, i) == 0 || !g.meta[i].try_lock()) {
                 continue;
             }
             probe_.slotLocked(true);
-            if (reclaimable(s.state, now)) {
-                s.state = typename M::State{};
+            typename M::State& state = g.slots[i].state;
+            if (reclaimable(state, now)) {
+                state = typename M::State{};
                 setTag(g, i, 0);
                 tracked_.fetch_sub(1, std::memory_order_relaxed);
             }
-            s.lock.unlock();
+            g.meta[i].unlock();
         }
         g.insertLock.unlock();
     }
@@ -1004,7 +1046,7 @@ private:
                shape_.maxSegments() *
                    (sizeof(std::atomic<Group*>) + sizeof(std::atomic<std::uint8_t>) +
                     sizeof(void*)) +  // entry, depth, segment
-               keyspace_->options.spillEntries * sizeof(Slot);
+               keyspace_->options.spillEntries * sizeof(SpillEntry);
     }
 
     [[nodiscard]] std::size_t heapBytes() const noexcept {
@@ -1030,7 +1072,7 @@ private:
     HeapArray<Group*> segments_;                   ///< in the order they were made
     std::atomic<std::size_t> segmentCount_{0};
     SlotLock splitLock_;
-    HeapArray<Slot> spill_;
+    HeapArray<SpillEntry> spill_;
     std::atomic<std::size_t> tracked_{0};
     std::atomic<std::uint64_t> sweepCursor_{0};
     std::atomic<std::uint64_t> sweeps_{0};
