@@ -31,6 +31,7 @@
 #include <ratelimit/detail/thread_annotations.hpp>
 #include <ratelimit/detail/throw.hpp>
 #include <ratelimit/detail/tick_source.hpp>
+#include <ratelimit/detail/word_pair.hpp>
 #include <ratelimit/memory_options.hpp>
 #include <ratelimit/options.hpp>
 #include <ratelimit/quota.hpp>
@@ -212,22 +213,42 @@ class KeyBytes {
 public:
     static constexpr std::size_t kInline = 16;
 
-    [[nodiscard]] char* data() noexcept { return chars_.data(); }
-    [[nodiscard]] const char* data() const noexcept { return chars_.data(); }
+    // A char view of the words (char may alias any object).
+    // NOLINTBEGIN(cppcoreguidelines-pro-type-reinterpret-cast)
+    [[nodiscard]] char* data() noexcept { return reinterpret_cast<char*>(words_.data()); }
+    [[nodiscard]] const char* data() const noexcept {
+        return reinterpret_cast<const char*>(words_.data());
+    }
+    // NOLINTEND(cppcoreguidelines-pro-type-reinterpret-cast)
 
-    /// Two word compares instead of a `memcmp` call: this runs on every step.
-    friend bool operator==(const KeyBytes& a, const KeyBytes& b) noexcept {
-        return a.word(0) == b.word(0) && a.word(1) == b.word(1);
+    /// Whether a slot's key, `stored`, is this one: two word compares instead of a `memcmp`
+    /// call (this runs on every step). The slot's words are read atomically: a bucket table
+    /// compares them without the slot's lock, and its writers hold the lock.
+    [[nodiscard]] bool matches(KeyBytes& stored) const noexcept {
+        return words_[0] == load(stored.words_[0]) && words_[1] == load(stored.words_[1]);
+    }
+
+    /// Gives a slot, this one, the key `key`. The caller holds the slot's lock.
+    void assign(const KeyBytes& key) noexcept {
+        for (std::size_t i = 0; i < words_.size(); ++i) {
+            std::atomic_ref<std::uint64_t>(words_[i]).store(key.words_[i],
+                                                            std::memory_order_relaxed);
+        }
+    }
+
+    /// The words as they are, read atomically.
+    [[nodiscard]] KeyBytes snapshot() noexcept {
+        KeyBytes copy;
+        copy.words_ = {load(words_[0]), load(words_[1])};
+        return copy;
     }
 
 private:
-    [[nodiscard]] std::uint64_t word(std::size_t i) const noexcept {
-        std::uint64_t w = 0;
-        std::memcpy(&w, chars_.data() + i * sizeof w, sizeof w);
-        return w;
+    static std::uint64_t load(std::uint64_t& word) noexcept {
+        return std::atomic_ref<std::uint64_t>(word).load(std::memory_order_relaxed);
     }
 
-    std::array<char, kInline> chars_{};
+    std::array<std::uint64_t, 2> words_{};
 };
 
 /// A key as stored: its bytes, and its length (0…16 inline bytes, or kDigested).
@@ -283,6 +304,7 @@ struct KeyPlacement {
     std::array<std::uint64_t, 2> groups{};
     std::uint8_t tag = 0;
     std::uint8_t home = 0;
+    std::uint16_t mark = 0;  ///< 16 more bits of the key's hash, for bucket slots' words
 };
 
 /// Maps a 64-bit hash onto [0, n) without a division (Lemire's multiply-shift), so segments
@@ -294,9 +316,9 @@ inline std::uint64_t reduce(std::uint64_t hash, std::size_t n) noexcept {
 /// Places a key whose digest is `d` in a table of `shape`. The directory entry takes the top
 /// bits of `d.high` (a split moves the keys of the next bit), the groups the top bits of
 /// `d.low` and of the low half of `d.high`, the tag the low half of `d.low`, the home the four
-/// bits above it: from shared bits, the keys of one group would share tags (and a lookup would
-/// lock all of them) or homes. It writes into
-/// `p` in place: a returned struct, copied into the caller's lookup, costs the step path a
+/// bits above it, the mark the 16 bits above the low half of `d.high`: from shared bits, the keys
+/// of one group would share tags (and a lookup would lock all of them) or homes. It writes into `p`
+/// in place: a returned struct, copied into the caller's lookup, costs the step path a
 /// store-forwarding stall.
 inline void placeKey(const Digest128& d, const TableShape& shape, KeyPlacement& p) noexcept {
     constexpr std::size_t kTagValues = 255;
@@ -310,10 +332,13 @@ inline void placeKey(const Digest128& d, const TableShape& shape, KeyPlacement& 
     p.groups = {first, second + static_cast<std::uint64_t>(groups > 1 && second >= first)};
     p.tag = static_cast<std::uint8_t>(1 + reduce(d.low << kHalf, kTagValues));
     p.home = static_cast<std::uint8_t>((d.low >> kHalf) % kGroupSlots);
+    p.mark = static_cast<std::uint16_t>(d.high >> kHalf);  // below the entry's bits
 }
 
-/// Hears every slot lock a table takes for a key, `foreign` when the slot holds another key:
-/// what tests count to check that tags filter. Spill entries, shared by design, are not heard.
+/// Hears every slot lock a table takes for a key, `foreign` when the slot holds another key,
+/// and every step of a bucket table that swaps a slot's words without its lock (always the
+/// key's own): what tests count to check that tags filter. Spill entries, shared by design,
+/// are not heard.
 template <class P>
 concept SlotProbePolicy = requires(P& probe, bool foreign) {
     { probe.slotLocked(foreign) }
@@ -332,6 +357,18 @@ concept HasHeapBound = requires(const Quota& q) {
     { M::heapBytes(q) } -> std::convertible_to<std::size_t>;
 };
 
+/// A bucket's state: the tick of its last write and a deficit of at most its capacity in
+/// units. A table keeps it as a `WordPair` and, where the processor has a 16-byte
+/// compare-and-swap and the capacity leaves the deficit's high bits free, steps it with one
+/// swap instead of the slot's lock.
+template <class M>
+concept PairState = M::kBucket && std::is_trivially_copyable_v<typename M::State> &&
+                        sizeof(typename M::State) == sizeof(WordPair) &&
+                    requires(typename M::State s) {
+    { s.last } -> std::same_as<Tick&>;
+    { s.deficit } -> std::same_as<std::int64_t&>;
+};
+
 /// `M` is an `AlgorithmModel` (algorithms/model.hpp; the storage checks it). `Probe` is
 /// `NoSlotProbe` but in tests.
 template <class M, SlotProbePolicy Probe = NoSlotProbe>
@@ -348,7 +385,10 @@ public:
           directory_(shape_.maxSegments()),
           depths_(shape_.maxSegments()),
           segments_(shape_.maxSegments()),
-          spill_(keyspace_->options.spillEntries) {
+          spill_(keyspace_->options.spillEntries),
+          markShift_(static_cast<unsigned>(
+              std::bit_width(static_cast<std::uint64_t>(quota.capacityUnits)))),
+          swaps_(kPairs && hasWordPairCas() && markShift_ + kMinMarkBits <= kGenerationBit) {
         Group* const first = newSegment();
         for (std::size_t e = 0; e < shape_.maxSegments(); ++e) {
             directory_[e].store(first, std::memory_order_relaxed);
@@ -371,20 +411,18 @@ public:
 
     /// Calls on one key take effect in the order of their times: the time is read before the
     /// key's lock (so the lock is held for the step alone), and read again under it when
-    /// another call wrote a later time meanwhile.
-    Decision step(std::string_view key, TickSource now, std::int64_t cost,
-                  StepMode mode) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
+    /// another call wrote a later time meanwhile. A bucket table that swaps reads the time
+    /// before the key's words, and again when they hold a later write.
+    Decision step(std::string_view key, TickSource now, std::int64_t cost, StepMode mode) {
         const Lookup k = lookupKey(key);
         const Request r{now, now(), cost, mode, Action::kStep};
         Group* const segment = segmentOf(k);
-        TagCounts seen{};
-        if (const Locked s = lockOwnSlot(segment, k, seen)) {
-            // Returned as it is built: copied into a `Decision` declared here, the step's
-            // 48 bytes stalled the call on a store-forwarding miss (15 % of a hot key's time).
-            const SlotMetaGuard guard(*s.meta, kAdoptLock);
-            return run(s.slot->state, r);
+        if constexpr (kPairs) {
+            if (swaps_) {
+                return stepSwapping(segment, k, r);
+            }
         }
-        return place(segment, k, r, seen);
+        return stepLocked(segment, k, r);
     }
 
     void reset(std::string_view key) {
@@ -425,11 +463,16 @@ public:
     [[nodiscard]] const Probe& probe() const noexcept { return probe_; }
 
 private:
+    /// A bucket's state is a word pair (`kPairs`); see "Bucket slots" below.
+    static constexpr bool kPairs = PairState<M>;
+    using SlotState = std::conditional_t<kPairs, WordPair, typename M::State>;
+
     /// A slot's key bytes and state, guarded by the slot's `SlotMeta` in its group (which
-    /// clang's analysis cannot name from here): 32 bytes for the buckets.
+    /// clang's analysis cannot name from here), and for a bucket steppable without it: 32 bytes
+    /// for the buckets.
     struct Slot {
         KeyBytes key;
-        typename M::State state{};
+        SlotState state{};
     };
 
     /// A spill entry: shared by keys, so it keeps no key.
@@ -631,7 +674,7 @@ private:
                     continue;  // a key of another length
                 }
                 // The tag is only a hint: the slot may have been given to another key since.
-                const bool mine = g.slots[i].key == k.key.bytes && tagAt(g, i) == k.tag;
+                const bool mine = k.key.bytes.matches(g.slots[i].key) && tagAt(g, i) == k.tag;
                 probe_.slotLocked(!mine);
                 if (mine) {
                     return {&g.slots[i], &g.meta[i]};
@@ -642,14 +685,209 @@ private:
         return {};
     }
 
-    /// `run` out of line, for the cold paths: the hot path alone inlines it, which keeps the
-    /// code (and the time to compile it) small.
-    RATELIMIT_COLD Decision runCold(typename M::State& state, const Request& r) {
+    Decision stepLocked(Group* segment, const Lookup& k,
+                        const Request& r) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
+        TagCounts seen{};
+        if (const Locked s = lockOwnSlot(segment, k, seen)) {
+            // Returned as it is built: copied into a `Decision` declared here, the step's
+            // 48 bytes stalled the call on a store-forwarding miss (15 % of a hot key's time).
+            const SlotMetaGuard guard(*s.meta, kAdoptLock);
+            return stepHeld(s.slot->state, r);
+        }
+        return place(segment, k, r, seen);
+    }
+
+    /// A bucket table that swaps: the key's words swapped without a lock, or, where they are
+    /// sealed (the slot changing hands) or the key has none, the locked path.
+    Decision stepSwapping(Group* segment, const Lookup& k, const Request& r) {
+        Decision d;
+        if (!stepUnlocked(segment, k, r, d)) {
+            d = stepLocked(segment, k, r);
+        }
+        return d;
+    }
+
+    /// Steps the state of a slot whose lock the caller holds.
+    Decision stepHeld(SlotState& state, const Request& r) {
+        if constexpr (kPairs) {
+            WordPair seen = loadWords(state);
+            for (;;) {
+                WordPair next;
+                Decision d = stepWords(seen, r, next);
+                if (!swaps_) {
+                    state = next;
+                    return d;
+                }
+                if (compareExchangeWords(state, seen, next)) {
+                    return d;
+                }
+            }
+        } else {
+            return run(state, r);
+        }
+    }
+
+    /// `stepHeld` out of line, for the cold paths (the hot path alone inlines it, which keeps
+    /// the code and the time to compile it small), and resets.
+    RATELIMIT_COLD Decision runCold(SlotState& state, const Request& r) {
         if (r.action == Action::kReset) {
-            state = typename M::State{};
+            resetHeld(state);
             return Decision{};
         }
+        return stepHeld(state, r);
+    }
+
+    RATELIMIT_COLD Decision runSpill(typename M::State& state, const Request& r) {
         return run(state, r);
+    }
+
+    // Bucket slots (`kPairs`). A bucket's state is a word pair: `last`, then `deficit`. Where
+    // the table swaps (`swaps_`), the deficit's word carries marks above the deficit (which
+    // is at most the capacity, `markShift_` bits): up to 16 bits of the key's hash (its mark,
+    // at least 8), a generation bit that flips whenever the slot changes hands, and a seal that
+    // a holder of the slot's lock sets while it hands the slot over, moves or frees it. A step
+    // without the lock reads the words, then the key, and swaps only words still marked for
+    // its key and unsealed: a slot that changed hands in between was sealed first, so the swap
+    // fails. Steps under the lock swap too, as unlocked ones may write meanwhile. Where the
+    // table does not swap (no 16-byte compare-and-swap, ThreadSanitizer builds, a capacity of
+    // 2^54 units or more) the words hold the state unmarked, under the slot's lock alone.
+    static constexpr unsigned kMinMarkBits = 8;
+    static constexpr unsigned kGenerationBit = 62;
+    static constexpr std::uint64_t kGeneration = std::uint64_t{1} << kGenerationBit;
+    static constexpr std::uint64_t kSeal = std::uint64_t{1} << 63;
+
+    [[nodiscard]] std::uint64_t deficitBits() const noexcept {
+        return (std::uint64_t{1} << markShift_) - 1;
+    }
+    /// The bits that say whose words they are: the key's mark and the seal.
+    [[nodiscard]] std::uint64_t ownerBits() const noexcept { return ~deficitBits() & ~kGeneration; }
+    [[nodiscard]] std::uint64_t ownerOf(const KeyPlacement& k) const noexcept {
+        return (std::uint64_t{k.mark} << markShift_) & ~deficitBits() & ~kGeneration & ~kSeal;
+    }
+
+    [[nodiscard]] typename M::State decode(const WordPair& w) const noexcept {
+        typename M::State state;
+        state.last = static_cast<Tick>(w.low);
+        state.deficit = static_cast<std::int64_t>(swaps_ ? w.high & deficitBits() : w.high);
+        return state;
+    }
+
+    /// `state` in words, with the marks `marks` where the table swaps.
+    [[nodiscard]] WordPair encode(const typename M::State& state,
+                                  std::uint64_t marks) const noexcept {
+        return {static_cast<std::uint64_t>(state.last),
+                static_cast<std::uint64_t>(state.deficit) | (swaps_ ? marks : 0)};
+    }
+
+    /// One step over the words `seen`: the decision, and in `next` the words to swap in.
+    Decision stepWords(const WordPair& seen, const Request& r, WordPair& next) {
+        typename M::State state = decode(seen);
+        Decision d = run(state, r);
+        next = r.writes() ? encode(state, seen.high & ~deficitBits()) : seen;
+        return d;
+    }
+
+    /// Steps the key in its slot without the slot's lock; false, having written nothing, when
+    /// it finds no slot of the key's with its words unsealed.
+    bool stepUnlocked(Group* segment, const Lookup& k, const Request& r, Decision& out) {
+        for (const std::uint64_t group : k.groups) {
+            Group& g = segment[group];
+            for (std::size_t w = 0; w < kTagWords; ++w) {
+                std::uint64_t match =
+                    matchingBytes(g.tags[w].load(std::memory_order_acquire), k.tag);
+                for (; match != 0; match &= match - 1) {
+                    const std::size_t i = w * kTagsPerWord + byteIndex(match);
+                    if (stepUnlocked(g.slots[i], g.meta[i], k, r, out)) {
+                        return true;
+                    }
+                }
+            }
+        }
+        return false;
+    }
+
+    bool stepUnlocked(Slot& s, SlotMeta& meta, const Lookup& k, const Request& r, Decision& out) {
+        WordPair seen = loadWords(s.state);
+        for (;;) {
+            // The key is read after the words, so a slot handed to another key since was
+            // sealed before the read, and the swap below fails.
+            if ((seen.high & ownerBits()) != ownerOf(k) || meta.length() != k.key.length ||
+                !k.key.bytes.matches(s.key)) {
+                return false;
+            }
+            WordPair next;
+            out = stepWords(seen, r, next);
+            if (compareExchangeWords(s.state, seen, next)) {
+                probe_.slotLocked(false);
+                return true;
+            }
+        }
+    }
+
+    /// A consistent read of a held slot's state (where unlocked steps may write the words, a
+    /// swap of the words for themselves confirms them).
+    decltype(auto) heldState(SlotState& state) {
+        if constexpr (kPairs) {
+            WordPair seen = loadWords(state);
+            while (swaps_ && !compareExchangeWords(state, seen, seen)) {
+            }
+            return decode(seen);
+        } else {
+            return static_cast<const typename M::State&>(state);
+        }
+    }
+
+    /// Seals a held slot's words, so no unlocked step writes them until they are published
+    /// again, and returns them as they were.
+    WordPair sealWords(WordPair& words) {
+        WordPair seen = loadWords(words);
+        while (swaps_ && (seen.high & kSeal) == 0 &&
+               !compareExchangeWords(words, seen, {seen.low, seen.high | kSeal})) {
+        }
+        return seen;
+    }
+
+    /// Gives a held, sealed slot's words to the key `k` with its state `state`: a new mark,
+    /// the generation flipped, unsealed.
+    void publishWords(WordPair& words, const typename M::State& state, const KeyPlacement& k) {
+        const std::uint64_t generation = (loadWords(words).high & kGeneration) ^ kGeneration;
+        storeWords(words, encode(state, ownerOf(k) | generation));
+    }
+
+    void resetHeld(SlotState& state) {
+        if constexpr (kPairs) {
+            WordPair seen = loadWords(state);
+            for (;;) {
+                const WordPair fresh = encode(typename M::State{}, seen.high & ~deficitBits());
+                if (!swaps_) {
+                    state = fresh;
+                    return;
+                }
+                if (compareExchangeWords(state, seen, fresh)) {
+                    return;
+                }
+            }
+        } else {
+            state = typename M::State{};
+        }
+    }
+
+    /// Whether a held slot's entry may be taken at `now` (`reclaimable`). A bucket's that may
+    /// comes back sealed, to be handed over or freed.
+    bool takeIfReclaimable(SlotState& state, Tick now) {
+        if constexpr (kPairs) {
+            if (!reclaimable(heldState(state), now)) {
+                return false;
+            }
+            const WordPair before = sealWords(state);
+            if (reclaimable(decode(before), now)) {
+                return true;
+            }
+            storeWords(state, before);  // stepped meanwhile: unsealed as it was
+            return false;
+        } else {
+            return reclaimable(state, now);
+        }
     }
     RATELIMIT_COLD bool findIn(Group& g, const Lookup& k, const Request& r,
                                Decision& out) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
@@ -792,7 +1030,7 @@ private:
             }
             const SlotMetaGuard guard(g.meta[i]);
             probe_.slotLocked(true);
-            if (reclaimable(g.slots[i].state, hint)) {
+            if (reclaimable(heldState(g.slots[i].state), hint)) {
                 return true;
             }
         }
@@ -829,7 +1067,7 @@ private:
     RATELIMIT_COLD Decision spillCold(const Lookup& k, const Request& r) {
         SpillEntry& s = spillOf(k);
         const SlotGuard guard(s.lock);
-        return runCold(s.state, r);
+        return runSpill(s.state, r);
     }
 
     /// Finds or places the key in one of its groups: an existing entry first, then an empty
@@ -905,7 +1143,7 @@ private:
             }
             const SlotMetaGuard guard(g.meta[i]);
             probe_.slotLocked(true);
-            if (reclaimable(g.slots[i].state, hint)) {
+            if (takeIfReclaimable(g.slots[i].state, hint)) {
                 out = assignAndRun(g, i, k, r);
                 return true;
             }
@@ -918,11 +1156,21 @@ private:
     RATELIMIT_COLD Decision assignAndRun(Group& g, std::size_t i, const Lookup& k, const Request& r)
         RATELIMIT_REQUIRES(g.insertLock, g.meta[i]) {
         Slot& s = g.slots[i];
-        s.key = k.key.bytes;
+        if constexpr (kPairs) {
+            (void)sealWords(s.state);  // an empty slot's may be its first, unsealed zeros
+        }
+        s.key.assign(k.key.bytes);
         g.meta[i].setLength(k.key.length);
-        s.state = typename M::State{};
         setTag(g, i, k.tag);
-        return runCold(s.state, r);
+        if constexpr (kPairs) {
+            typename M::State fresh{};
+            Decision d = runSpill(fresh, r);
+            publishWords(s.state, fresh, k);
+            return d;
+        } else {
+            s.state = typename M::State{};
+            return runCold(s.state, r);
+        }
     }
 
     /// Splits the key's segment, `segment` when the call looked, in two; false when it is at
@@ -963,21 +1211,25 @@ private:
                 Slot& from = segment[g].slots[i];
                 SlotMeta& fromMeta = segment[g].meta[i];
                 const SlotMetaGuard guard(fromMeta);
-                const StoredKey key{fromMeta.length(), from.key};
+                const StoredKey key{fromMeta.length(), from.key.snapshot()};
                 if (entryOf(key) < half) {
                     continue;
                 }
                 Slot& to = upper[g].slots[i];
-                to.key = from.key;
-                to.state = std::move(from.state);
+                to.key.assign(from.key.snapshot());
+                if constexpr (kPairs) {
+                    storeWords(to.state, sealWords(from.state));  // `from` stays sealed
+                } else {
+                    to.state = std::move(from.state);
+                    from.state = typename M::State{};
+                }
                 {  // `upper` is unpublished: its locks are free
                     const SlotMetaGuard toGuard(upper[g].meta[i]);
                     upper[g].meta[i].setLength(key.length);
                 }
                 setTag(upper[g], i, tag);
-                from.key = KeyBytes{};
+                from.key.assign(KeyBytes{});
                 fromMeta.setLength(0);
-                from.state = typename M::State{};
                 setTag(segment[g], i, 0);
             }
         }
@@ -1020,9 +1272,11 @@ private:
                 continue;
             }
             probe_.slotLocked(true);
-            typename M::State& state = g.slots[i].state;
-            if (reclaimable(state, now)) {
-                state = typename M::State{};
+            SlotState& state = g.slots[i].state;
+            if (takeIfReclaimable(state, now)) {
+                if constexpr (!kPairs) {
+                    state = typename M::State{};  // a bucket's stays sealed
+                }
                 setTag(g, i, 0);
                 tracked_.fetch_sub(1, std::memory_order_relaxed);
             }
@@ -1073,6 +1327,10 @@ private:
     std::atomic<std::size_t> segmentCount_{0};
     SlotLock splitLock_;
     HeapArray<SpillEntry> spill_;
+    /// Where a bucket's marks start in its deficit's word: above its largest deficit.
+    const unsigned markShift_;
+    /// Bucket slots are stepped by compare-and-swap, their words marked (see "Bucket slots").
+    const bool swaps_;
     std::atomic<std::size_t> tracked_{0};
     std::atomic<std::uint64_t> sweepCursor_{0};
     std::atomic<std::uint64_t> sweeps_{0};
