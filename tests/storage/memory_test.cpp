@@ -317,6 +317,39 @@ TEST_CASE("MemoryStorage: keys keep their state while other threads' keys split 
     CHECK(s.allocatedBytes > std::size_t{1} << 20);  // the table grew: segments split
 }
 
+TEST_CASE("MemoryStorage: threads that find one segment full split it once, not once each",
+          "[memory_storage][memory][concurrency]") {
+    // Regression: a call that found its key's groups full split the segment even when another
+    // call had split it since, so threads waiting on one full segment split it once each, down
+    // to the table's largest depth, and the next key to find its groups full spilled with most
+    // of the table empty. maxKeys 2048: 4 segments of 43 groups at most (depth 2).
+    constexpr std::size_t kMaxKeys = 2048;
+    constexpr std::size_t kThreads = 8;
+    constexpr std::size_t kKeysPerThread = 200;  // 1600 keys: 78 % of maxKeys
+    REQUIRE(ratelimit::detail::tableShape(kMaxKeys).maxDepth == 2);
+    for (int round = 0; round < 10; ++round) {
+        ManualClock clock;
+        MemoryStorage storage{{.maxKeys = kMaxKeys, .seed = static_cast<std::uint64_t>(round + 1)}};
+        MemoryLimiter<ratelimit::FixedWindowModel> limiter{Limit::perMinute(5), storage, clock};
+        std::vector<std::thread> threads;
+        threads.reserve(kThreads);
+        for (std::size_t t = 0; t < kThreads; ++t) {
+            threads.emplace_back([&, t] {
+                for (std::size_t i = 0; i < kKeysPerThread; ++i) {
+                    (void)limiter.tryAcquire(std::to_string(t) + "/" + std::to_string(i));
+                }
+            });
+        }
+        for (std::thread& thread : threads) {
+            thread.join();
+        }
+        const ratelimit::MemoryStats s = storage.stats();
+        CAPTURE(round, s.trackedKeys, s.allocatedBytes);
+        CHECK(s.spilledCalls == 0);
+        CHECK(s.trackedKeys == kThreads * kKeysPerThread);
+    }
+}
+
 TEMPLATE_TEST_CASE("MemoryStorage: through splits and reuse, every key's decisions are its model's",
                    "[memory_storage][memory]", RATELIMIT_TEST_MODELS) {
     // A table that grows from one segment to 64 (maxKeys 30'000: segments of 40 groups, depth

@@ -931,12 +931,13 @@ private:
         }
         Decision d;
         for (;;) {
-            const Placed p = writes ? insertAndStep(segment, k, r, seen, d)
+            unsigned depth = 0;  // of the key's segment, when it was found full
+            const Placed p = writes ? insertAndStep(segment, k, r, seen, d, depth)
                                     : answerUnplaced(segment, k, r, seen, d);
             if (p == Placed::kDone) {
                 return d;
             }
-            if (p == Placed::kFull && !grow(segment, k)) {
+            if (p == Placed::kFull && !grow(segment, k, depth)) {
                 return spill(k, r);
             }
             segment = segmentOf(k);
@@ -1037,14 +1038,18 @@ private:
         return false;
     }
 
+    /// Finds or places the key and runs the request; when both its groups are full, says so
+    /// with the depth of its segment then (no split can run under the insert locks).
     RATELIMIT_COLD Placed insertAndStep(Group* segment, const Lookup& k, const Request& r,
-                                        const TagCounts& seen, Decision& out) {
+                                        const TagCounts& seen, Decision& out, unsigned& depth) {
         Placed p = Placed::kFull;
         withInsertLocks(segment, k, [&](Group& x, Group& y) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
             if (!holds(segment, k)) {
                 p = Placed::kMoved;
             } else if (findOrClaim(x, y, k, r, seen, out)) {
                 p = Placed::kDone;
+            } else {
+                depth = depths_[k.entry].load(std::memory_order_relaxed);
             }
         });
         if (p == Placed::kDone && spilling_.load(std::memory_order_relaxed) &&
@@ -1173,15 +1178,17 @@ private:
         }
     }
 
-    /// Splits the key's segment, `segment` when the call looked, in two; false when it is at
-    /// the table's largest depth. True also when another call split it meanwhile: the caller
-    /// looks again either way.
-    RATELIMIT_COLD bool grow(Group* segment, const KeyPlacement& k) {
+    /// Splits the key's segment, `segment` at `seenDepth` when the call found it full, in two;
+    /// false when it is at the table's largest depth. True also when another call split it
+    /// meanwhile, whether the key stayed or moved: the caller looks again either way. (Calls
+    /// that found one segment full together split it once, not once each down to the largest
+    /// depth, after which the next full pair of groups would spill.)
+    RATELIMIT_COLD bool grow(Group* segment, const KeyPlacement& k, unsigned seenDepth) {
         const SlotGuard guard(splitLock_);
-        if (!holds(segment, k)) {
+        const unsigned depth = depths_[k.entry].load(std::memory_order_relaxed);
+        if (!holds(segment, k) || depth != seenDepth) {
             return true;
         }
-        const unsigned depth = depths_[k.entry].load(std::memory_order_relaxed);
         if (depth == shape_.maxDepth || !belowMaxKeys()) {
             return false;
         }
