@@ -23,7 +23,9 @@ inline namespace v1 {
 /// In-process storage: a table of 16-slot groups per limiter, grown a segment of groups at a
 /// time as keys arrive, each slot with its own lock and a one-byte tag that filters before it,
 /// so request threads share a lock only when they share a key or, 1 time in 255 per key of a
-/// group of keys of one length, its tag.
+/// group of keys of one length, its tag. The token and leaky buckets step a key with one 16-byte
+/// compare-and-swap of its state instead, where the processor has one (docs/semantics.md,
+/// "Concurrent calls").
 ///
 /// Keys of up to 16 bytes are stored whole and placed by a fast keyed hash; longer keys are
 /// kept as their keyed 128-bit SipHash-2-4 digest (both seeded per storage, so an attacker
