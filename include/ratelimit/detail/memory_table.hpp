@@ -495,10 +495,11 @@ private:
         SlotLock insertLock;
         /// Counts the changes of `tags` (each one made under `insertLock`, this count after it),
         /// so a call that found no slot for its key need not look again under the insert lock
-        /// when the count is the same. It wraps, harmlessly
-        /// unless one call sits between its two looks through 2^32 changes of its group.
+        /// when the count is the same. It wraps, harmlessly unless one call sits between its
+        /// two looks through 2^32 changes of its group.
         std::atomic<std::uint32_t> tagChanges{0};
-        // The header takes 40 bytes; a token bucket's group 552, 46 per key at 12 keys a group.
+        // The header takes 40 bytes, 48 before a bucket's 16-byte aligned slots: a token
+        // bucket's group is 560 bytes, 47 per key at 12 keys a group.
         std::array<Slot, kGroupSlots> slots{};
     };
 
@@ -737,7 +738,9 @@ private:
         return stepHeld(state, r);
     }
 
-    RATELIMIT_COLD Decision runSpill(typename M::State& state, const Request& r) {
+    /// `run` out of line on a state of the model's own type: a spill entry's, or a bucket's
+    /// fresh state before it is published in its slot's words.
+    RATELIMIT_COLD Decision runPlainCold(typename M::State& state, const Request& r) {
         return run(state, r);
     }
 
@@ -1072,7 +1075,7 @@ private:
     RATELIMIT_COLD Decision spillCold(const Lookup& k, const Request& r) {
         SpillEntry& s = spillOf(k);
         const SlotGuard guard(s.lock);
-        return runSpill(s.state, r);
+        return runPlainCold(s.state, r);
     }
 
     /// Finds or places the key in one of its groups: an existing entry first, then an empty
@@ -1169,7 +1172,7 @@ private:
         setTag(g, i, k.tag);
         if constexpr (kPairs) {
             typename M::State fresh{};
-            Decision d = runSpill(fresh, r);
+            Decision d = runPlainCold(fresh, r);
             publishWords(s.state, fresh, k);
             return d;
         } else {
