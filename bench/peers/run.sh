@@ -25,8 +25,11 @@ SECS=${SECONDS_PER_CASE:-0.5}
 
 if [[ "${1:-}" == "--install" ]]; then
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go golang-golang-x-time-dev \
-        default-jdk-headless libguava-java nodejs npm redis-server redis-tools
+    packages=(golang-go golang-golang-x-time-dev default-jdk-headless libguava-java redis-server
+        redis-tools)
+    # A Node.js from outside Debian (NodeSource) bundles npm and conflicts with Debian's npm.
+    command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}"
     (cd "$PEERS/node" && npm ci --no-audit --no-fund)
     exit 0
 fi
