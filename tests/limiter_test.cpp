@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <latch>
 #include <memory>
 #include <random>
@@ -24,6 +25,7 @@
 #include <ratelimit/ratelimit.hpp>
 
 #include "support/catch.hpp"
+#include "support/decision_string.hpp"
 #include "support/limiters.hpp"
 
 using namespace std::chrono_literals;
@@ -72,12 +74,15 @@ private:
 };
 
 /// A ManualClock whose reads are now and then followed by a yield, as if the reading thread were
-/// preempted before it used the time. Copies share the ManualClock's time.
+/// preempted before it used the time. Copies share the ManualClock's time. `kSteady`: declared
+/// steady (its tests only move the time forward).
+template <bool kSteady>
 struct PreemptedClock {
     using duration = ManualClock::duration;
     using rep = duration::rep;
     using period = duration::period;
     using time_point = std::chrono::time_point<PreemptedClock, duration>;
+    static constexpr bool is_steady = kSteady;
 
     ManualClock manual;
 
@@ -364,11 +369,95 @@ TEMPLATE_TEST_CASE("Limiter: while the clock moves, 8 threads on one key stay wi
         checkWithinBound<TestType>(limit, run);
     }
     SECTION("the limiter reads the clock") {
-        ratelimit::Limiter<TestType, MemoryStorage, PreemptedClock> reading{
-            limit, MemoryStorage{{.maxKeys = 64}}, PreemptedClock{clock}};
+        ratelimit::Limiter<TestType, MemoryStorage, PreemptedClock<false>> reading{
+            limit, MemoryStorage{{.maxKeys = 64}}, PreemptedClock<false>{clock}};
         const MovingRun run = hammerWhileTheClockMoves(
             clock, [&](ManualClock::time_point) { return reading.tryAcquire("k").allowed; });
         checkWithinBound<TestType>(limit, run);
+    }
+    SECTION("the limiter reads a steady clock") {
+        // A call that finds a later write steps at that write's time, without a second read.
+        ratelimit::Limiter<TestType, MemoryStorage, PreemptedClock<true>> reading{
+            limit, MemoryStorage{{.maxKeys = 64}}, PreemptedClock<true>{clock}};
+        const MovingRun run = hammerWhileTheClockMoves(
+            clock, [&](ManualClock::time_point) { return reading.tryAcquire("k").allowed; });
+        checkWithinBound<TestType>(limit, run);
+    }
+}
+
+namespace {
+
+/// A clock read from a script of times, counting its reads. Its first read lets another call
+/// (`overtake`) run to the end before it returns, as if the reading thread were preempted
+/// between its read and the key: the other call reads the script's next, later time and writes
+/// it first. Copies share the script.
+template <bool kSteady>
+struct OvertakenClock {
+    using duration = ManualClock::duration;
+    using rep = duration::rep;
+    using period = duration::period;
+    using time_point = std::chrono::time_point<OvertakenClock, duration>;
+    static constexpr bool is_steady = kSteady;
+
+    struct Script {
+        std::vector<duration> times;
+        std::size_t reads = 0;
+        std::function<void()> overtake;
+    };
+    std::shared_ptr<Script> script = std::make_shared<Script>();
+
+    [[nodiscard]] time_point now() const {
+        const duration t = script->times.at(script->reads++);
+        if (auto overtake = std::exchange(script->overtake, nullptr)) {
+            overtake();
+        }
+        return time_point{t};
+    }
+};
+
+/// What the key answers the overtaken call when another call reads the clock after it and
+/// takes the key first: the overtaken call reads at 10 s, the other at 10.5 s, and a third
+/// read, if any, gives 10.7 s. Returns the overtaken call's decision and the clock's reads.
+template <class Model, bool kSteady>
+std::pair<Decision, std::size_t> overtaken(LimiterOptions options) {
+    OvertakenClock<kSteady> clock;
+    clock.script->times = {10s, 10500ms, 10700ms};
+    ratelimit::Limiter<Model, MemoryStorage, OvertakenClock<kSteady>> limiter{
+        Limit::per(1, 1s), MemoryStorage{{.maxKeys = 64}}, clock, options};
+    clock.script->overtake = [&] { CHECK(limiter.tryAcquire("k").allowed); };
+    const Decision d = limiter.tryAcquire("k");
+    return {d, clock.script->reads};
+}
+
+/// What a key that admitted a call at `first` answers a call at `second`.
+template <class Model>
+Decision answerAfter(ManualClock::duration first, ManualClock::duration second) {
+    ManualClock clock;
+    MemoryLimiter<Model> limiter{Limit::per(1, 1s), MemoryStorage{{.maxKeys = 64}}, clock};
+    clock.set(first);
+    CHECK(limiter.tryAcquire("k").allowed);
+    clock.set(second);
+    return limiter.tryAcquire("k");
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("Limiter: a call overtaken by a later write steps in the order of the times",
+                   "[limiter][memory]", RATELIMIT_TEST_MODELS) {
+    SECTION("a steady clock: at the later write's time, without reading the clock again") {
+        const auto [d, reads] = overtaken<TestType, true>({});
+        CHECK(reads == 2);
+        CHECK(describe(d) == describe(answerAfter<TestType>(10500ms, 10500ms)));
+    }
+    SECTION("a clock that may step back: read again") {
+        const auto [d, reads] = overtaken<TestType, false>({});
+        CHECK(reads == 3);
+        CHECK(describe(d) == describe(answerAfter<TestType>(10500ms, 10700ms)));
+    }
+    SECTION("a steady clock, with a write later than a late call's tolerance: read again") {
+        const auto [d, reads] = overtaken<TestType, true>({.lateCallTolerance = 100ms});
+        CHECK(reads == 3);
+        CHECK(describe(d) == describe(answerAfter<TestType>(10500ms, 10700ms)));
     }
 }
 

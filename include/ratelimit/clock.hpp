@@ -38,6 +38,12 @@ inline constexpr bool kHostLocalClock = requires {
     requires C::kHostLocalEpoch;
 };
 
+/// Whether the clock never goes back, across threads (std::chrono's `is_steady`).
+template <class C>
+inline constexpr bool kSteadyClock = requires {
+    requires C::is_steady;
+};
+
 /// Nanoseconds per tick of a clock, or 0 when its tick is not a whole number of nanoseconds.
 template <class C>
 inline constexpr std::int64_t kNanosPerTick =

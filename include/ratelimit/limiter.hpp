@@ -69,7 +69,7 @@ public:
 
     /// Decides whether `key` may spend `cost` now, and spends it if so. The storage reads the
     /// clock so that calls on one key take effect in the order of their times (in memory: just
-    /// before the key's lock, and again under it if another call wrote a later time meanwhile).
+    /// before the key's lock; docs/semantics.md, "Concurrent calls").
     ///
     /// Any byte string is a key, the empty one included. `cost == 0` is a peek: allowed, nothing
     /// changes. A refusal consumes nothing. A cost above the limit is refused with
@@ -146,7 +146,8 @@ private:
             return table_.stepAtStoreTime(key, phase, cost, mode);
         } else {
             const auto read = [this, phase] { return detail::satSub(ticks(clock_.now()), phase); };
-            return table_.step(key, detail::TickSource(read), cost, mode);
+            return table_.step(key, detail::TickSource(read, detail::kSteadyClock<Clock>), cost,
+                               mode);
         }
     }
 

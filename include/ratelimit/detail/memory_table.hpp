@@ -410,9 +410,9 @@ public:
     MemoryTable& operator=(MemoryTable&&) = delete;
 
     /// Calls on one key take effect in the order of their times: the time is read before the
-    /// key's lock (so the lock is held for the step alone), and read again under it when
-    /// another call wrote a later time meanwhile. A bucket table that swaps reads the time
-    /// before the key's words, and again when they hold a later write.
+    /// key's lock (so the lock is held for the step alone, or, in a bucket table that swaps,
+    /// before the key's words). A call that finds a later write steps at that write's time
+    /// where the clock is steady, and reads the clock again otherwise (`run`).
     Decision step(std::string_view key, TickSource now, std::int64_t cost, StepMode mode) {
         const Lookup k = lookupKey(key);
         const Request r{now, now(), cost, mode, Action::kStep};
@@ -612,11 +612,15 @@ private:
     /// copying it.
     Decision run(typename M::State& state, const Request& r) {
         Tick now = r.now;
-        if (now < M::lastWrite(state)) {
-            // Another call wrote a later time since this one read the clock: reading it again
-            // under the lock keeps the key's times in the order its steps take effect (a
-            // clock that really stepped back answers the same, and the model rebases).
-            now = r.clock();
+        if (const Tick last = M::lastWrite(state); now < last) {
+            // Another call wrote a later time since this one read the clock. Steps take
+            // effect in the order of their times: a steady clock read that later time while
+            // this call was under way, so this call steps at it, with no clock read under the
+            // lock. Otherwise (another clock, which may really have stepped back, or a time
+            // further back than a late call's) the clock is read again, and the model rebases
+            // on a real step.
+            const bool stale = r.clock.steady() && satSub(last, now) <= quota_.lateTolerance;
+            now = stale ? last : r.clock();
         }
         if constexpr (std::is_trivially_copyable_v<typename M::State>) {
             // One copy of the model's step in the inlined path, for peeks and writes alike.

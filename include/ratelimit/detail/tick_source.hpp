@@ -10,16 +10,22 @@ namespace detail {
 /// fresh: around the key's critical section (memory) or just before the request (Redis).
 class TickSource {
 public:
+    /// `steady`: `read` is a steady clock read by the storage itself, so a time another call
+    /// wrote later than this call's own read was read while this call was under way.
     template <class F>
-    explicit TickSource(const F& read) noexcept
+    explicit TickSource(const F& read, bool steady = false) noexcept
         : object_(&read),
-          call_([](const void* o) -> Tick { return (*static_cast<const F*>(o))(); }) {}
+          call_([](const void* o) -> Tick { return (*static_cast<const F*>(o))(); }),
+          steady_(steady) {}
 
     Tick operator()() const { return call_(object_); }
+
+    [[nodiscard]] bool steady() const noexcept { return steady_; }
 
 private:
     const void* object_ = nullptr;
     Tick (*call_)(const void*) = nullptr;
+    bool steady_ = false;
 };
 
 }  // namespace detail
