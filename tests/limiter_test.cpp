@@ -74,15 +74,15 @@ private:
 };
 
 /// A ManualClock whose reads are now and then followed by a yield, as if the reading thread were
-/// preempted before it used the time. Copies share the ManualClock's time. `kSteady`: declared
+/// preempted before it used the time. Copies share the ManualClock's time. `Steady`: declared
 /// steady (its tests only move the time forward).
-template <bool kSteady>
+template <bool Steady>
 struct PreemptedClock {
     using duration = ManualClock::duration;
     using rep = duration::rep;
     using period = duration::period;
     using time_point = std::chrono::time_point<PreemptedClock, duration>;
-    static constexpr bool is_steady = kSteady;
+    static constexpr bool is_steady = Steady;
 
     ManualClock manual;
 
@@ -391,13 +391,13 @@ namespace {
 /// (`overtake`) run to the end before it returns, as if the reading thread were preempted
 /// between its read and the key: the other call reads the script's next, later time and writes
 /// it first. Copies share the script.
-template <bool kSteady>
+template <bool Steady>
 struct OvertakenClock {
     using duration = ManualClock::duration;
     using rep = duration::rep;
     using period = duration::period;
     using time_point = std::chrono::time_point<OvertakenClock, duration>;
-    static constexpr bool is_steady = kSteady;
+    static constexpr bool is_steady = Steady;
 
     struct Script {
         std::vector<duration> times;
@@ -418,11 +418,11 @@ struct OvertakenClock {
 /// What the key answers the overtaken call when another call reads the clock after it and
 /// takes the key first: the overtaken call reads at 10 s, the other at 10.5 s, and a third
 /// read, if any, gives 10.7 s. Returns the overtaken call's decision and the clock's reads.
-template <class Model, bool kSteady>
+template <class Model, bool Steady>
 std::pair<Decision, std::size_t> overtaken(LimiterOptions options) {
-    OvertakenClock<kSteady> clock;
+    OvertakenClock<Steady> clock;
     clock.script->times = {10s, 10500ms, 10700ms};
-    ratelimit::Limiter<Model, MemoryStorage, OvertakenClock<kSteady>> limiter{
+    ratelimit::Limiter<Model, MemoryStorage, OvertakenClock<Steady>> limiter{
         Limit::per(1, 1s), MemoryStorage{{.maxKeys = 64}}, clock, options};
     clock.script->overtake = [&] { CHECK(limiter.tryAcquire("k").allowed); };
     const Decision d = limiter.tryAcquire("k");

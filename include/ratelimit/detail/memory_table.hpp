@@ -650,20 +650,41 @@ private:
         explicit operator bool() const noexcept { return slot != nullptr; }
     };
 
+    /// Among many keys a key's groups and its slot are cache misses: starts the key's home slots
+    /// and the second group's tags, so a key at home waits for one miss, not two or three in a
+    /// row. A slot's key and state may sit in two cache lines.
+    static void prefetchLookup(Group* segment, const Lookup& k) noexcept {
+        Group& first = segment[k.groups[0]];
+        Group& second = segment[k.groups[1]];
+        __builtin_prefetch(&first.slots[k.home].key);
+        __builtin_prefetch(&first.slots[k.home].state);
+        __builtin_prefetch(&second);
+        __builtin_prefetch(&second.slots[k.home].key);
+        __builtin_prefetch(&second.slots[k.home].state);
+    }
+
+    /// Calls `visit(i)` for each slot `i` of `g` tagged `tag`, until one returns true; returns
+    /// whether one did. A tag is only a hint: the slot may be another key's by the visit.
+    template <class Visit>
+    static bool visitTagged(const Group& g, std::uint8_t tag, Visit visit) {
+        for (std::size_t w = 0; w < kTagWords; ++w) {
+            std::uint64_t match = matchingBytes(g.tags[w].load(std::memory_order_acquire), tag);
+            for (; match != 0; match &= match - 1) {
+                if (visit(w * kTagsPerWord + byteIndex(match))) {
+                    return true;
+                }
+            }
+        }
+        return false;
+    }
+
     /// The key's slot in `segment`, returned locked, or none when the key has no slot there,
     /// with what the look saw in `seen`.
     Locked lockOwnSlot(Group* segment, const Lookup& k,
                        TagCounts& seen) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
-        Group& first = segment[k.groups[0]];
-        Group& second = segment[k.groups[1]];
-        // Among many keys the groups' tags and the slot are cache misses: start the key's home
-        // slots and the second group's tags now, so a key at home waits for one miss, not two
-        // or three in a row.
-        __builtin_prefetch(&first.slots[k.home]);
-        __builtin_prefetch(&second);
-        __builtin_prefetch(&second.slots[k.home]);
-        const Locked s = lockOwnSlot(first, k, seen[0]);
-        return s ? s : lockOwnSlot(second, k, seen[1]);
+        prefetchLookup(segment, k);
+        const Locked s = lockOwnSlot(segment[k.groups[0]], k, seen[0]);
+        return s ? s : lockOwnSlot(segment[k.groups[1]], k, seen[1]);
     }
 
     /// The key's slot in `g`, returned locked, or none.
@@ -671,23 +692,21 @@ private:
                        std::uint32_t& seen) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
         // Read before the tags: a tag changed after this read changes the count too.
         seen = g.tagChanges.load(std::memory_order_acquire);
-        for (std::size_t w = 0; w < kTagWords; ++w) {
-            std::uint64_t match = matchingBytes(g.tags[w].load(std::memory_order_acquire), k.tag);
-            for (; match != 0; match &= match - 1) {
-                const std::size_t i = w * kTagsPerWord + byteIndex(match);
-                if (!g.meta[i].lockIfLength(k.key.length)) {
-                    continue;  // a key of another length
-                }
-                // The tag is only a hint: the slot may have been given to another key since.
-                const bool mine = k.key.bytes.matches(g.slots[i].key) && tagAt(g, i) == k.tag;
-                probe_.slotLocked(!mine);
-                if (mine) {
-                    return {&g.slots[i], &g.meta[i]};
-                }
-                g.meta[i].unlock();
+        Locked found;
+        visitTagged(g, k.tag, [&](std::size_t i) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
+            if (!g.meta[i].lockIfLength(k.key.length)) {
+                return false;  // a key of another length
             }
-        }
-        return {};
+            const bool mine = k.key.bytes.matches(g.slots[i].key) && tagAt(g, i) == k.tag;
+            probe_.slotLocked(!mine);
+            if (mine) {
+                found = {&g.slots[i], &g.meta[i]};
+                return true;
+            }
+            g.meta[i].unlock();
+            return false;
+        });
+        return found;
     }
 
     Decision stepLocked(Group* segment, const Lookup& k,
@@ -797,17 +816,13 @@ private:
     /// Steps the key in its slot without the slot's lock; false, having written nothing, when
     /// it finds no slot of the key's with its words unsealed.
     bool stepUnlocked(Group* segment, const Lookup& k, const Request& r, Decision& out) {
+        prefetchLookup(segment, k);
         for (const std::uint64_t group : k.groups) {
             Group& g = segment[group];
-            for (std::size_t w = 0; w < kTagWords; ++w) {
-                std::uint64_t match =
-                    matchingBytes(g.tags[w].load(std::memory_order_acquire), k.tag);
-                for (; match != 0; match &= match - 1) {
-                    const std::size_t i = w * kTagsPerWord + byteIndex(match);
-                    if (stepUnlocked(g.slots[i], g.meta[i], k, r, out)) {
-                        return true;
-                    }
-                }
+            if (visitTagged(g, k.tag, [&](std::size_t i) {
+                    return stepUnlocked(g.slots[i], g.meta[i], k, r, out);
+                })) {
+                return true;
             }
         }
         return false;
