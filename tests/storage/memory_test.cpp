@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <barrier>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -348,6 +349,96 @@ TEST_CASE("MemoryStorage: threads that find one segment full split it once, not 
         CHECK(s.spilledCalls == 0);
         CHECK(s.trackedKeys == kThreads * kKeysPerThread);
     }
+}
+
+TEMPLATE_TEST_CASE(
+    "MemoryStorage: steps stay each key's own while other threads' new keys take fresh slots",
+    "[memory_storage][memory][concurrency]", RATELIMIT_TEST_MODELS) {
+    // A bucket steps without its slot's lock, and a slot whose key has gone fresh is handed to a
+    // new key under the lock, sealed first (docs/semantics.md, "Concurrent calls"): a step must
+    // never write its key's state into a slot handed over meanwhile, nor answer from another
+    // key's. Threads work in epochs: in each, every thread makes new keys and calls them again,
+    // while the keys of earlier epochs have all gone fresh, so the new keys of every thread take
+    // their slots as the others step them, or other keys. Each thread checks every decision
+    // against the model's own
+    // step on a state it keeps beside the table. The times of one epoch lie within the late-call
+    // tolerance, which the table waits out before it takes an entry (so a thread's time, a
+    // little behind another's, never finds its own key taken as fresh).
+    using Model = TestType;
+    const auto pickBelow = [](ratelimit_test::Rng& rng, std::size_t n) {
+        return static_cast<std::size_t>(
+            ratelimit_test::uniform(rng, 0, static_cast<std::int64_t>(n) - 1));
+    };
+    constexpr std::size_t kThreads = 4;
+    constexpr int kEpochs = 400;
+    constexpr int kCallsPerEpoch = 240;  // about 60 new keys per thread and epoch
+    constexpr std::size_t kMaxKeys = 1024;
+    constexpr ratelimit::Tick kLag = 1'000'000;
+    constexpr ratelimit::Tick kEpoch = 10'000'000'000;  // every key is fresh by the next epoch
+    const Limit limit = Limit::per(3, 1s);
+    const auto quota = ratelimit::Quota::make<Model>(limit, 1, 64, kLag);
+    const MemoryStorage::Options options{.maxKeys = kMaxKeys, .seed = 29};
+    ratelimit::detail::MemoryTable<Model> table(
+        ratelimit::detail::Ref<ratelimit::detail::MemoryKeyspace>::make(
+            options, ratelimit::detail::hashSeeds(options.seed)),
+        "handover", quota);
+    std::barrier epochEnd(static_cast<std::ptrdiff_t>(kThreads));
+    std::array<std::size_t, kThreads> made{};
+    std::array<int, kThreads> mismatches{};
+    std::vector<std::thread> threads;
+    threads.reserve(kThreads);
+    for (std::size_t t = 0; t < kThreads; ++t) {
+        threads.emplace_back([&, t] {
+            std::unordered_map<std::size_t, typename Model::State> states;
+            ratelimit_test::Rng rng(101 + t);
+            std::size_t lastFirst = 0;  // the last epoch's keys: lastFirst … first − 1
+            for (int e = 0; e < kEpochs; ++e) {
+                const std::size_t first = made[t];  // this epoch's keys: first … made[t] − 1
+                for (int c = 0; c < kCallsPerEpoch; ++c) {
+                    const ratelimit::Tick now =
+                        1'000'000'000 + e * kEpoch + c * (kLag / kCallsPerEpoch);
+                    // New keys, this epoch's, and the last epoch's (fresh, their slots being
+                    // handed to other threads' new keys as this one steps them).
+                    const std::int64_t pick = ratelimit_test::uniform(rng, 0, 3);
+                    std::size_t i = first + pickBelow(rng, made[t] - first + 1);
+                    if (i == made[t] || pick == 0) {
+                        i = made[t]++;
+                    } else if (pick == 1 && first > lastFirst) {
+                        i = lastFirst + pickBelow(rng, first - lastFirst);
+                    }
+                    // Twice, so that a step lost to a handover shows at once.
+                    const std::string key = std::to_string(t) + ":" + std::to_string(i);
+                    for (int twice = 0; twice < 2; ++twice) {
+                        const std::int64_t cost = ratelimit_test::uniform(rng, 0, 2);
+                        const auto fixed = [now] { return now; };
+                        const ratelimit::Decision got =
+                            table.step(key, ratelimit::detail::TickSource(fixed), cost,
+                                       ratelimit::StepMode::kConsume);
+                        if (!(got ==
+                              ratelimit::detail::applyStep<Model>(states[i], quota, now, cost))) {
+                            ++mismatches.at(t);
+                        }
+                    }
+                }
+                lastFirst = first;
+                epochEnd.arrive_and_wait();
+            }
+        });
+    }
+    for (std::thread& thread : threads) {
+        thread.join();
+    }
+    ratelimit::MemoryStats stats;
+    table.addStats(stats);
+    std::size_t keys = 0;
+    for (std::size_t t = 0; t < kThreads; ++t) {
+        CAPTURE(t);
+        CHECK(mismatches.at(t) == 0);
+        keys += made.at(t);
+    }
+    CAPTURE(keys, stats.trackedKeys);
+    CHECK(stats.spilledCalls == 0);  // else keys shared entries, and the states could not tell
+    CHECK(keys > 20 * kMaxKeys);     // most keys took another's entry
 }
 
 TEMPLATE_TEST_CASE("MemoryStorage: through splits and reuse, every key's decisions are its model's",
