@@ -53,6 +53,8 @@ class Limiter {
 public:
     using Options = LimiterOptions;
     using time_point = typename Clock::time_point;
+    /// The algorithm, as its model.
+    using ModelType = Model;
 
     /// Builds a limiter enforcing `limit` per key.
     /// Throws: `std::invalid_argument` naming the field when the options are out of range or the

@@ -12,8 +12,10 @@
 #include <string_view>
 #include <vector>
 
+#include <ratelimit/any_limiter.hpp>
 #include <ratelimit/http/headers.hpp>
 #include <ratelimit/http/problem.hpp>
+#include <ratelimit/limiter.hpp>
 
 #include "support/catch.hpp"
 
@@ -134,19 +136,106 @@ TEST_CASE("RateLimit headers: odd policy names are quoted and escaped, unsendabl
         Contains("QuotaPolicy.name"));
 }
 
-TEST_CASE("RateLimit headers: w only for whole seconds; buckets advertise their burst",
-          "[http][headers]") {
+TEST_CASE("RateLimit headers: w only for whole seconds", "[http][headers]") {
     const QuotaPolicy subSecond =
         QuotaPolicy::forLimit("fast", Limit::per(3, 1500ms), Algorithm::kFixedWindow);
     CHECK(field(RateLimitHeaders{}(subSecond, allowed(3, 2, 1500ms), kAt), "RateLimit-Policy") ==
           R"("fast";q=3)");
     CHECK(field(RateLimitHeaders{}(subSecond, allowed(3, 2, 1500ms), kAt), "RateLimit") ==
           R"("fast";r=2;t=2)");
-    const QuotaPolicy bucket =
-        QuotaPolicy::forLimit("api", Limit::per(10, 90s).withBurst(20), Algorithm::kTokenBucket);
-    CHECK(bucket.quota == 20);
-    CHECK(field(RateLimitHeaders{}(bucket, allowed(20, 19, 9s), kAt), "RateLimit-Policy") ==
-          R"("api";q=20;w=90)");
+}
+
+TEST_CASE("RateLimit headers: a bucket's policy is its burst per the time the burst refills",
+          "[http][headers]") {
+    // 100/min with a burst of 20: a client may spend 20 at once, and 20 more every 12 s, the
+    // sustained 100/min. "q=20;w=60" would claim 20 a minute, "q=100;w=60" beside a limit of
+    // 20 and a remaining of 19 would disagree with the other fields.
+    for (const Algorithm algorithm : {Algorithm::kTokenBucket, Algorithm::kLeakyBucket}) {
+        const QuotaPolicy bucket =
+            QuotaPolicy::forLimit("api", Limit::perMinute(100).withBurst(20), algorithm);
+        CHECK(bucket.quota == 20);
+        CHECK(bucket.window == 12s);
+        const std::vector<Header> h = RateLimitHeaders{}(bucket, allowed(20, 19, 3s), kAt);
+        CHECK(field(h, "RateLimit-Policy") == R"("api";q=20;w=12)");
+        CHECK(field(h, "RateLimit") == R"("api";r=19;t=3)");
+        CHECK(field(h, "X-RateLimit-Limit") == "20");
+        CHECK(field(h, "X-RateLimit-Remaining") == "19");
+    }
+    CHECK(QuotaPolicy::forLimit("api", Limit::per(10, 90s).withBurst(20), Algorithm::kTokenBucket)
+              .window == 180s);
+    // A burst below the rate refills within the period; one above it, over several.
+    CHECK(QuotaPolicy::forLimit("b", Limit::perSecond(10), Algorithm::kTokenBucket).window == 1s);
+    CHECK(QuotaPolicy::forLimit("b", Limit::perSecond(5).withBurst(1), Algorithm::kTokenBucket)
+              .window == 200ms);  // not whole seconds: no w in the field
+    CHECK(field(RateLimitHeaders{}(QuotaPolicy::forLimit("b", Limit::perSecond(5).withBurst(1),
+                                                         Algorithm::kTokenBucket),
+                                   allowed(1, 0, 200ms), kAt),
+                "RateLimit-Policy") == R"("b";q=1)");
+    // 3 per 7/min refill in 25.71… s: not a whole number of nanoseconds either.
+    CHECK(QuotaPolicy::forLimit("b", Limit::perMinute(7).withBurst(3), Algorithm::kTokenBucket)
+              .window == 0s);
+    // The largest limits do not overflow: 2^48 tokens at 1 per 292 years.
+    const Limit huge = Limit::per(1, std::chrono::nanoseconds{ratelimit::detail::kInt64Max})
+                           .withBurst(Limit::kMaxCount);
+    CHECK(QuotaPolicy::forLimit("b", huge, Algorithm::kTokenBucket).window == 0s);
+    // The windows' policies are their count per period, as before.
+    for (const Algorithm algorithm :
+         {Algorithm::kFixedWindow, Algorithm::kSlidingLog, Algorithm::kSlidingCounter}) {
+        const QuotaPolicy window =
+            QuotaPolicy::forLimit("w", Limit::perMinute(100).withBurst(20), algorithm);
+        CHECK(window.quota == 100);
+        CHECK(window.window == 60s);
+    }
+}
+
+TEST_CASE("RateLimit headers: a policy built from the limiter is the one its decisions follow",
+          "[http][headers]") {
+    const Limit limit = Limit::perMinute(100).withBurst(20);
+    const ratelimit::TokenBucket<> bucket{limit};
+    const ratelimit::FixedWindow<> window{limit};
+    const QuotaPolicy fromBucket = QuotaPolicy::forLimiter("api", bucket);
+    CHECK(fromBucket.quota == 20);
+    CHECK(fromBucket.window == 12s);
+    CHECK(QuotaPolicy::forLimiter("api", window).quota == 100);
+    const auto any =
+        ratelimit::AnyLimiter::make(Algorithm::kLeakyBucket, limit, ratelimit::MemoryStorage{});
+    CHECK(QuotaPolicy::forLimiter("api", any).window == 12s);
+    // The limit field is the decision's limit, and the remaining never exceeds it.
+    ratelimit::TokenBucket<> fresh{limit};
+    const Decision d = fresh.tryAcquire("k");
+    CHECK(d.limit == fromBucket.quota);
+    CHECK(field(RateLimitHeaders{}(fromBucket, d, kAt), "X-RateLimit-Limit") == "20");
+    CHECK_THROWS_WITH(QuotaPolicy::forLimiter("caf\xc3\xa9", bucket),
+                      Catch::Matchers::Contains("QuotaPolicy.name"));
+}
+
+TEST_CASE("RateLimit headers: the near-limit warning is off by default and fires below its share",
+          "[http][headers]") {
+    const QuotaPolicy p{"api", 100, 60s};
+    CHECK_FALSE(field(RateLimitHeaders{}(p, allowed(100, 0, 60s), kAt), "X-RateLimit-Warning"));
+    const RateLimitHeaders warn{HeaderOptions{.nearLimitPercent = 10}};
+    CHECK_FALSE(
+        field(warn(p, allowed(100, 10, 60s), kAt), "X-RateLimit-Warning"));  // 10 %: not below
+    CHECK(field(warn(p, allowed(100, 9, 60s), kAt), "X-RateLimit-Warning") == R"("api";r=9;q=100)");
+    CHECK(field(warn(p, allowed(100, 0, 60s), kAt), "X-RateLimit-Warning") == R"("api";r=0;q=100)");
+    // A refusal says more than a warning could; a degraded decision's numbers are invented.
+    CHECK_FALSE(field(warn(p, refused(100, 1s, 1s), kAt), "X-RateLimit-Warning"));
+    Decision degraded = allowed(100, 0, 0s);
+    degraded.degraded = true;
+    CHECK_FALSE(field(warn(p, degraded, kAt), "X-RateLimit-Warning"));
+    // Several policies: the binding one, the one with the least left.
+    const QuotaPolicy daily{"daily", 1000, 86400s};
+    const std::array<PolicyDecision, 2> both{
+        {{&p, allowed(100, 50, 60s)}, {&daily, allowed(1000, 20, 86400s)}}};
+    CHECK(field(warn(both, kAt), "X-RateLimit-Warning") == R"("daily";r=20;q=1000)");
+    CHECK(field(RateLimitHeaders{HeaderOptions{.nearLimitPercent = 100}}(p, allowed(100, 99, 60s),
+                                                                         kAt),
+                "X-RateLimit-Warning") == R"("api";r=99;q=100)");
+    using Catch::Matchers::Contains;
+    CHECK_THROWS_WITH(RateLimitHeaders{HeaderOptions{.nearLimitPercent = 101}},
+                      Contains("HeaderOptions.nearLimitPercent"));
+    CHECK_THROWS_WITH(RateLimitHeaders{HeaderOptions{.nearLimitPercent = -1}},
+                      Contains("HeaderOptions.nearLimitPercent"));
 }
 
 TEST_CASE("Retry-After: whole seconds rounded up, never 0, none for a request that never passes",

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -13,6 +14,7 @@
 
 #include <ratelimit/algorithms/algorithm.hpp>
 #include <ratelimit/decision.hpp>
+#include <ratelimit/detail/checked_math.hpp>
 #include <ratelimit/detail/chrono.hpp>
 #include <ratelimit/detail/http_fields.hpp>
 #include <ratelimit/detail/siphash.hpp>
@@ -71,14 +73,35 @@ struct QuotaPolicy {
     /// `w`: sent only when a whole number of seconds (the draft has no sub-second windows).
     std::chrono::nanoseconds window{0};
 
-    /// The policy of a `Limit` enforced by `algorithm`: quota its capacity (`count` for a
-    /// window, `burst` for a bucket, matching `Decision::limit`), window `period`.
+    /// The policy of a `Limit` enforced by `algorithm`, read one way for every algorithm
+    /// (docs/http.md, "What a policy says"): the quota is what a client may spend at once, the
+    /// capacity (`count` for a window, `burst` for a bucket, matching `Decision::limit`), and
+    /// the window is the time the limit takes to grant that much again (`period` for a window;
+    /// for a bucket, the time its burst takes to refill, `burst × period / count`), so that
+    /// `q / w` is the sustained rate. A window that is not a whole number of nanoseconds is
+    /// left out (0), as one that is not a whole number of seconds is from the fields.
     /// Throws: `std::invalid_argument` naming `QuotaPolicy.name` when it cannot be sent.
     [[nodiscard]] static QuotaPolicy forLimit(std::string name, const Limit& limit,
                                               Algorithm algorithm) {
-        QuotaPolicy p{std::move(name), capacity(algorithm, limit), limit.period};
+        const std::int64_t quota = capacity(algorithm, limit);
+        QuotaPolicy p{std::move(name), quota, timeToGrant(quota, limit)};
         p.validate();
         return p;
+    }
+
+    /// The policy of the limiter that decides (a `Limiter` or an `AnyLimiter`): built from its
+    /// own limit and algorithm, so the fields cannot disagree with its decisions.
+    /// Throws: as `forLimit`.
+    template <class L>
+    requires requires(const L& limiter) {
+        { limiter.limit() } -> std::convertible_to<const Limit&>;
+    }
+    [[nodiscard]] static QuotaPolicy forLimiter(std::string name, const L& limiter) {
+        if constexpr (requires { limiter.algorithm(); }) {
+            return forLimit(std::move(name), limiter.limit(), limiter.algorithm());
+        } else {
+            return forLimit(std::move(name), limiter.limit(), kAlgorithmOf<typename L::ModelType>);
+        }
     }
 
     /// Throws: `std::invalid_argument` naming the field when the policy cannot be sent.
@@ -93,10 +116,22 @@ struct QuotaPolicy {
             detail::throwInvalidArgument("QuotaPolicy.quota must be in 0..2^48 (got {})", {quota});
         }
     }
+
+private:
+    /// `quota × period / count` exactly, or 0 when that is not a whole number of nanoseconds.
+    static std::chrono::nanoseconds timeToGrant(std::int64_t quota, const Limit& limit) noexcept {
+        const detail::Int128 scaled = detail::Int128{quota} * limit.period.count();
+        if (scaled % limit.count != 0 || scaled / limit.count > detail::kInt64Max) {
+            return std::chrono::nanoseconds{0};
+        }
+        return std::chrono::nanoseconds{static_cast<std::int64_t>(scaled / limit.count)};
+    }
 };
 
 /// How the rate-limit fields are written. Fields only ever get added at the end.
 struct HeaderOptions {
+    /// A whole, in `nearLimitPercent`.
+    static constexpr int kPercent = 100;
     /// How `X-RateLimit-Reset` counts.
     enum class Reset {
         /// Unix time in seconds at which the quota resets (GitHub, express-rate-limit's legacy
@@ -123,6 +158,10 @@ struct HeaderOptions {
     bool partitionKey = false;
     /// The SipHash key of `pk`: a secret of this deployment (not all zero when `partitionKey`).
     std::array<std::uint64_t, 2> partitionKeySecret{};
+    /// An early warning for clients near their limit: when above 0, an admitted request whose
+    /// binding policy has less than this percentage of its quota left gets
+    /// `X-RateLimit-Warning: "name";r=…;q=…`. 0 … 100; default 0 (off).
+    int nearLimitPercent = 0;
 };
 
 /// One policy checked for a request, and its answer.
@@ -174,6 +213,11 @@ public:
                 "HeaderOptions.retryAfterJitter must be in 0..1h (got {}s)",
                 {options_.retryAfterJitter.count()});
         }
+        if (options_.nearLimitPercent < 0 || options_.nearLimitPercent > HeaderOptions::kPercent) {
+            detail::throwInvalidArgument(
+                "HeaderOptions.nearLimitPercent must be in 0..100 (got {})",
+                {options_.nearLimitPercent});
+        }
         if (options_.partitionKey && options_.partitionKeySecret[0] == 0 &&
             options_.partitionKeySecret[1] == 0) {
             detail::throwInvalidArgument(
@@ -213,6 +257,9 @@ public:
         }
         if (options_.legacyFields && binding != nullptr) {
             appendLegacyFields(out, *binding, context);
+        }
+        if (allowed && binding != nullptr && nearLimit(*binding)) {
+            out.push_back({"X-RateLimit-Warning", warning(*binding)});
         }
         if (!allowed && options_.retryAfter) {
             if (const std::optional<std::int64_t> wait = longestWait(checks); wait && *wait > 0) {
@@ -296,6 +343,24 @@ private:
         out.push_back({"X-RateLimit-Remaining",
                        std::to_string(detail::http_fields::clampSfInteger(d.remaining))});
         out.push_back({"X-RateLimit-Reset", std::to_string(reset)});
+    }
+
+    /// True when the warning is on and `c` has less than `nearLimitPercent` % of its quota left.
+    [[nodiscard]] bool nearLimit(const PolicyDecision& c) const noexcept {
+        const detail::Int128 left = detail::Int128{c.decision.remaining} * HeaderOptions::kPercent;
+        return options_.nearLimitPercent > 0 &&
+               left < detail::Int128{c.policy->quota} * options_.nearLimitPercent;
+    }
+
+    /// `"name";r=…;q=…`: the policy, what is left and of how much.
+    static std::string warning(const PolicyDecision& c) {
+        std::string field;
+        appendMember(field, c.policy->name);
+        field.append(";r=")
+            .append(std::to_string(detail::http_fields::clampSfInteger(c.decision.remaining)))
+            .append(";q=")
+            .append(std::to_string(detail::http_fields::clampSfInteger(c.policy->quota)));
+        return field;
     }
 
     /// The longest wait among the refusals in whole seconds; nullopt when one can never pass

@@ -138,7 +138,7 @@ public:
                 LimiterOptions o = options.limiterOptions;
                 o.name = name;
                 limiters_.push_back(AnyLimiter::make(rule.algorithm, rule.limit, storage, o));
-                policies_.push_back(QuotaPolicy::forLimit(rule.name, rule.limit, rule.algorithm));
+                policies_.push_back(QuotaPolicy::forLimiter(rule.name, limiters_.back()));
                 names_.push_back(name);
             }
             limiterOfRule_.push_back(index);
@@ -153,8 +153,7 @@ public:
             o.name = prefix + "ipv6-aggregate";
             aggregate_.emplace(
                 AnyLimiter::make(Algorithm::kTokenBucket, *options.ipv6AggregateLimit, storage, o));
-            aggregatePolicy_ = QuotaPolicy::forLimit("ipv6-aggregate", *options.ipv6AggregateLimit,
-                                                     Algorithm::kTokenBucket);
+            aggregatePolicy_ = QuotaPolicy::forLimiter("ipv6-aggregate", *aggregate_);
         }
     }
 
