@@ -26,6 +26,7 @@
 
 #include "support/catch.hpp"
 #include "support/decision_string.hpp"
+#include "support/dry_run.hpp"
 #include "support/limiters.hpp"
 
 using namespace std::chrono_literals;
@@ -608,6 +609,52 @@ TEST_CASE("Limiter: tryAcquire and peek at an explicit time point use that time"
         CHECK(limiter.tryAcquire("k", 1, t + 30s).allowed);
         CHECK_FALSE(limiter.tryAcquire("k", 1, t + 30s).allowed);
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dry-run
+
+TEMPLATE_TEST_CASE("Limiter: a dry-run admits every call and reports what enforcing decides",
+                   "[limiter][memory]", RATELIMIT_TEST_MODELS) {
+    const Limit limit = Limit::per(5, 2s).withBurst(3);
+    ManualClock clock;
+    clock.set(1h + 250ms);
+    MemoryStorage storage;
+    MemoryLimiter<TestType> enforcing{limit, storage, clock, {.name = "enforcing"}};
+    MemoryLimiter<TestType> dryRun{limit, storage, clock, {.name = "shadow", .dryRun = true}};
+    const MemoryLimiter<TestType> copy = dryRun;
+    ratelimit_test::Rng rng(41);
+    const std::uint64_t refusals = replayBesideEnforcing(enforcing, dryRun, clock, rng, 3000);
+    CHECK(refusals > 300);
+    CHECK(dryRun.dryRunRefusals() == refusals);
+    CHECK(copy.dryRunRefusals() == refusals);  // copies share the count
+    CHECK(enforcing.dryRunRefusals() == 0);
+
+    SECTION("explicit times, and a cost above the limit") {
+        const auto at = clock.now() + 1h;
+        CHECK(dryRun.tryAcquire("x", capacityOf<TestType>(limit), at).allowed);
+        const Decision shadowed = dryRun.tryAcquire("x", 1, at);
+        CHECK(shadowed.allowed);
+        CHECK(shadowed.wouldRefuse);
+        CHECK(shadowed.retryAfter > 0s);
+        CHECK(dryRun.peek("x", 1, at).wouldRefuse);
+        const Decision tooBig = dryRun.tryAcquire("y", 1000);
+        CHECK(tooBig.allowed);
+        CHECK(tooBig.never());
+        CHECK(dryRun.dryRunRefusals() == refusals + 2);  // peeks are not counted
+    }
+}
+
+TEST_CASE("Limiter: a dry-run through AnyLimiter counts as the limiter does", "[limiter][memory]") {
+    auto any = ratelimit::AnyLimiter::make(ratelimit::Algorithm::kFixedWindow, Limit::perMinute(2),
+                                           MemoryStorage{}, {.name = "shadow", .dryRun = true});
+    for (int i = 0; i < 5; ++i) {
+        CHECK(any.tryAcquire("k").allowed);
+    }
+    CHECK(any.dryRunRefusals() == 3);
+    CHECK(ratelimit::AnyLimiter::make(ratelimit::Algorithm::kFixedWindow, Limit::perMinute(2),
+                                      MemoryStorage{})
+              .dryRunRefusals() == 0);
 }
 
 // ---------------------------------------------------------------------------------------------

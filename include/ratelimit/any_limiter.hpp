@@ -79,6 +79,10 @@ public:
         return table_->options(object_.get());
     }
     [[nodiscard]] Algorithm algorithm() const noexcept { return algorithm_; }
+    /// `Limiter::dryRunRefusals()`.
+    [[nodiscard]] std::uint64_t dryRunRefusals() const noexcept {
+        return table_->dryRunRefusals(object_.get());
+    }
 
 private:
     struct Table {
@@ -87,6 +91,7 @@ private:
         void (*reset)(void*, std::string_view);
         const Limit& (*limit)(const void*) noexcept;
         const LimiterOptions& (*options)(const void*) noexcept;
+        std::uint64_t (*dryRunRefusals)(const void*) noexcept;
     };
 
     template <class L>
@@ -102,6 +107,7 @@ private:
         [](const void* o) noexcept -> const LimiterOptions& {
             return static_cast<const L*>(o)->options();
         },
+        [](const void* o) noexcept { return static_cast<const L*>(o)->dryRunRefusals(); },
     };
 
     std::shared_ptr<void> object_;

@@ -30,6 +30,9 @@ struct Decision {
     std::chrono::nanoseconds resetAfter{0};
     /// The store failed and the failure policy answered.
     bool degraded = false;
+    /// Dry-run (`LimiterOptions::dryRun`): enforcing would have refused this call. `allowed` is
+    /// true; `remaining`, `retryAfter` and `resetAfter` are the refusal's; nothing was consumed.
+    bool wouldRefuse = false;
     /// Which member of a limit set decided; 0 for a single limit.
     std::uint32_t policy = 0;
 

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -15,6 +16,7 @@
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/checked_math.hpp>
 #include <ratelimit/detail/chrono.hpp>
+#include <ratelimit/detail/ref_counted.hpp>
 #include <ratelimit/detail/siphash.hpp>
 #include <ratelimit/detail/throw.hpp>
 #include <ratelimit/limit.hpp>
@@ -67,6 +69,8 @@ public:
           storage_(std::move(storage)),
           clock_(std::move(clock)),
           options_(std::move(options)),
+          dryRunRefusals_(options_.dryRun ? detail::Ref<DryRunCount>::make()
+                                          : detail::Ref<DryRunCount>{}),
           table_(storage_.template table<Model>(options_, quota_)) {}
 
     /// Decides whether `key` may spend `cost` now, and spends it if so. The storage reads the
@@ -79,7 +83,9 @@ public:
     /// Throws: `std::invalid_argument` for a negative cost; `std::bad_alloc`.
     /// Complexity: O(1) (sliding log: O(maxRunsPerKey)).
     Decision tryAcquire(std::string_view key, std::int64_t cost = 1) {
-        return stepNow(key, cost, StepMode::kConsume);
+        Decision d = stepNow(key, cost, StepMode::kConsume);
+        dryRun(d, StepMode::kConsume);
+        return d;
     }
 
     /// `tryAcquire` at a time the caller already read from this limiter's clock (not offered
@@ -89,23 +95,35 @@ public:
     /// "Late calls" and "Clock steps").
     Decision tryAcquire(std::string_view key, std::int64_t cost,
                         time_point now) requires(!detail::kStoreSideClock<Clock>) {
-        return step(key, cost, now, StepMode::kConsume);
+        Decision d = step(key, cost, now, StepMode::kConsume);
+        dryRun(d, StepMode::kConsume);
+        return d;
     }
 
     /// The decision `tryAcquire(key, cost)` would return now, without consuming anything.
     /// Thread safety: thread-safe, but the answer may be outdated at once.
     Decision peek(std::string_view key, std::int64_t cost = 1) {
-        return stepNow(key, cost, StepMode::kPeek);
+        Decision d = stepNow(key, cost, StepMode::kPeek);
+        dryRun(d, StepMode::kPeek);
+        return d;
     }
 
     /// `peek` at a given time of this limiter's clock.
     Decision peek(std::string_view key, std::int64_t cost,
                   time_point now) requires(!detail::kStoreSideClock<Clock>) {
-        return step(key, cost, now, StepMode::kPeek);
+        Decision d = step(key, cost, now, StepMode::kPeek);
+        dryRun(d, StepMode::kPeek);
+        return d;
     }
 
     /// Forgets everything about `key`: its next request meets a fresh limit.
     void reset(std::string_view key) { table_.reset(key); }
+
+    /// Dry-run only (`LimiterOptions::dryRun`): the calls to `tryAcquire` it admitted that
+    /// enforcing would have refused, since it was made (shared by its copies); 0 otherwise.
+    [[nodiscard]] std::uint64_t dryRunRefusals() const noexcept {
+        return dryRunRefusals_ ? dryRunRefusals_->count.load(std::memory_order_relaxed) : 0;
+    }
 
     [[nodiscard]] const Limit& limit() const noexcept { return limit_; }
     [[nodiscard]] const Options& options() const noexcept { return options_; }
@@ -113,6 +131,22 @@ public:
     [[nodiscard]] const Storage& storage() const noexcept { return storage_; }
 
 private:
+    /// What a dry-run limiter counts, shared by its copies.
+    struct DryRunCount final : detail::RefCounted {
+        std::atomic<std::uint64_t> count{0};
+    };
+
+    /// Dry-run: admits what enforcing refuses (a branch on refusals alone otherwise).
+    void dryRun(Decision& d, StepMode mode) noexcept {
+        if (!d.allowed && dryRunRefusals_) [[unlikely]] {
+            d.allowed = true;
+            d.wouldRefuse = true;
+            if (mode == StepMode::kConsume) {
+                dryRunRefusals_->count.fetch_add(1, std::memory_order_relaxed);
+            }
+        }
+    }
+
     /// `LimiterOptions::maxRunsPerKey` accepts 1 … 2^20.
     static constexpr std::int64_t kMaxRunsPerKey = std::int64_t{1} << 20;
 
@@ -197,6 +231,7 @@ private:
     Storage storage_;
     Clock clock_;
     Options options_;
+    detail::Ref<DryRunCount> dryRunRefusals_;  ///< dry-run only
     decltype(std::declval<const Storage&>().template table<Model>(
         std::declval<const Options&>(), std::declval<const Quota&>())) table_;
 };

@@ -51,6 +51,12 @@ struct LimiterOptions {
     /// whose clocks NTP keeps. 0 makes every step back, however small, a clock step that
     /// rebases the key. 0 … 1 h.
     std::chrono::nanoseconds lateCallTolerance = std::chrono::seconds{1};
+    /// Dry-run (shadow mode): the limiter decides as usual but admits what it would refuse,
+    /// marking the decision `Decision::wouldRefuse` and counting it
+    /// (`Limiter::dryRunRefusals`), so a new limit can be watched before it is enforced. A
+    /// refusal consumes nothing, so every key's state is the one enforcing would have.
+    /// Default off.
+    bool dryRun = false;
 };
 
 }  // namespace v1

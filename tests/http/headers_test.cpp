@@ -259,6 +259,20 @@ TEST_CASE("Retry-After: whole seconds rounded up, never 0, none for a request th
     CHECK_FALSE(field(write(withNever, kAt), "Retry-After"));
 }
 
+TEST_CASE("RateLimit headers: a dry-run's refusal of an admitted request omits its fields",
+          "[http][headers]") {
+    const QuotaPolicy p{"p", 5, 60s};
+    const QuotaPolicy shadow{"new", 2, 60s};
+    Decision wouldRefuse = refused(2, 30s, 60s);
+    wouldRefuse.allowed = true;
+    wouldRefuse.wouldRefuse = true;
+    const std::array<PolicyDecision, 2> checks{{{&p, allowed(5, 4, 60s)}, {&shadow, wouldRefuse}}};
+    const std::vector<Header> h = RateLimitHeaders{}(checks, kAt);
+    CHECK(field(h, "RateLimit-Policy") == R"("p";q=5;w=60)");
+    CHECK(field(h, "X-RateLimit-Remaining") == "4");
+    CHECK_FALSE(field(h, "Retry-After"));
+}
+
 TEST_CASE("RateLimit headers: a degraded decision omits the RateLimit fields", "[http][headers]") {
     const QuotaPolicy p{"p", 5, 60s};
     Decision open = allowed(5, 4, 0s);

@@ -23,6 +23,7 @@
 #include <ratelimit/redis.hpp>
 
 #include "support/catch.hpp"
+#include "support/dry_run.hpp"
 #include "support/redis_server.hpp"
 #include "support/redis_storage_support.hpp"
 #include "support/redis_test_server.hpp"
@@ -269,6 +270,27 @@ TEMPLATE_TEST_CASE("RedisStorage: limits beyond 2^53 µs are refused at construc
         CHECK_THROWS_WITH(RedisLimiter<TestType>(Limit::perSecond(1), storage, clock, o),
                           Contains("name"));
     }
+}
+
+TEMPLATE_TEST_CASE("RedisStorage: a dry-run admits every call and reports what enforcing decides",
+                   "[redis_storage][redis]", RATELIMIT_TEST_MODELS) {
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    const RedisStorage storage(storageOptions(*server, "rl-dry"));
+    const Limit limit = Limit::per(5, 2s).withBurst(3);
+    ManualClock clock;
+    clock.set(1h + 250ms);
+    RedisLimiter<TestType> enforcing(limit, storage, clock, limiterOptions("enforcing"));
+    ratelimit::LimiterOptions shadow = limiterOptions("shadow");
+    shadow.dryRun = true;
+    RedisLimiter<TestType> dryRun(limit, storage, clock, shadow);
+    Rng rng(43);
+    const std::uint64_t refusals = replayBesideEnforcing(enforcing, dryRun, clock, rng, 600);
+    CHECK(refusals > 60);
+    CHECK(dryRun.dryRunRefusals() == refusals);
+    CHECK(enforcing.dryRunRefusals() == 0);
 }
 
 TEST_CASE("RedisStorage: invalid options throw naming the field", "[redis_storage][redis]") {

@@ -241,8 +241,8 @@ public:
                 continue;
             }
             allowed = allowed && c.decision.allowed;
-            if (c.decision.degraded) {
-                continue;
+            if (c.decision.degraded || c.decision.wouldRefuse) {
+                continue;  // invented numbers, or a dry-run's refusal of an admitted request
             }
             if (binds(c, binding)) {
                 binding = &c;
