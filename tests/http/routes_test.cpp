@@ -130,12 +130,42 @@ TEST_CASE("RouteTable::parse: errors name the line and what is wrong", "[http][r
     REQUIRE_THROWS_WITH(RouteTable::parse("GET /a 5/min cost=x", "f"), Contains("cost"));
     REQUIRE_THROWS_WITH(RouteTable::parse("GET /a 5/min\nPOST /b 6/min name=a", "f"),
                         Contains("f:2") && Contains("same limit"));
+    REQUIRE_THROWS_WITH(RouteTable::parse("GET /a 5/min mode=shadow", "f"),
+                        Contains("unknown mode 'shadow'"));
+    REQUIRE_THROWS_WITH(RouteTable::parse("GET /a 5/min\nPOST /b 5/min name=a mode=dry-run", "f"),
+                        Contains("f:2") && Contains("same limit, algorithm and mode"));
     REQUIRE_THROWS_WITH(RouteTable::load("/nonexistent/rules"), Contains("cannot read"));
     const RouteTable ok = RouteTable::parse("get /a/b 5/min burst=10 algorithm=gcra\r\n* / 1/s\n");
     CHECK(ok.rules()[0].limit == Limit::perMinute(5).withBurst(10));
     CHECK(ok.rules()[0].method == "GET");
     CHECK(ok.rules()[0].name == "a");
     CHECK(ok.rules()[1].name == "root");
+    CHECK_FALSE(ok.rules()[0].dryRun);
+    CHECK(RouteTable::parse("GET /a 5/min mode=dry-run").rules()[0].dryRun);
+    CHECK_FALSE(RouteTable::parse("GET /a 5/min mode=enforce").rules()[0].dryRun);
+}
+
+TEST_CASE("RouteLimiter: a dry-run rule admits every request and tells the client nothing of it",
+          "[http][routes]") {
+    // The new /search rule is watched before it is enforced, beside an enforced /login.
+    const RouteTable table = RouteTable::parse(
+        "GET /search 2/min algorithm=fixed_window mode=dry-run\nPOST /login 2/min\n");
+    RouteLimiter limiter{table, ratelimit::MemoryStorage{}, RouteLimiterOptions{}};
+    const auto request = [&](std::string_view method, std::string_view target) {
+        return limiter.check(RequestInfo{method, target, "203.0.113.9", {}, {}, {}});
+    };
+    for (int i = 0; i < 5; ++i) {
+        const Verdict v = request("GET", "/search");
+        CAPTURE(i);
+        CHECK(v.allowed);
+        CHECK(v.status == 200);
+        CHECK_FALSE(field(v, "Retry-After"));
+        // Within the limit the fields are the rule's; past it, they are left out.
+        CHECK(field(v, "RateLimit").has_value() == (i < 2));
+    }
+    CHECK(request("POST", "/login").allowed);
+    CHECK(request("POST", "/login").allowed);
+    CHECK(request("POST", "/login").status == 429);
 }
 
 TEST_CASE("RouteLimiter: limits per route and client, tiers, skips and allow lists",

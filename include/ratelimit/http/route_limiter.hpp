@@ -137,6 +137,7 @@ public:
             if (index == limiters_.size()) {
                 LimiterOptions o = options.limiterOptions;
                 o.name = name;
+                o.dryRun = rule.dryRun;
                 limiters_.push_back(AnyLimiter::make(rule.algorithm, rule.limit, storage, o));
                 policies_.push_back(QuotaPolicy::forLimiter(rule.name, limiters_.back()));
                 names_.push_back(name);

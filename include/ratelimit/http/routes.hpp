@@ -169,6 +169,9 @@ struct RouteRule {
     std::string tier;
     /// The cost of one request. 0 … limit.
     std::int64_t cost = 1;
+    /// Dry-run: the rule's limiter admits every request and reports what it would have
+    /// refused (`LimiterOptions::dryRun`), so a new rule can be watched before it is enforced.
+    bool dryRun = false;
 };
 
 /// Rules matched by method and path prefix: the longest matching prefix wins, then a rule of
@@ -212,7 +215,7 @@ public:
         if (conflictsWithOthers(rule)) {
             fail("rules named '" + rule.name + "'" +
                  (rule.tier.empty() ? std::string() : " (tier " + rule.tier + ")") +
-                 " share one limiter, so they must have the same limit and algorithm");
+                 " share one limiter, so they must have the same limit, algorithm and mode");
         }
         rules_.push_back(std::move(rule));
     }
@@ -254,7 +257,7 @@ public:
     /// Reads the rule file format (docs/http.md, "Rule file"): one rule per line,
     ///
     ///     <METHOD|*> <path-prefix> <limit> [name=<policy>] [algorithm=<name>] [burst=<n>]
-    ///                                      [tier=<tier>] [cost=<n>]
+    ///                                      [tier=<tier>] [cost=<n>] [mode=enforce|dry-run]
     ///
     /// `<limit>` in `Limit::parse` syntax without spaces (`5/min`, `1000/h`, `10/90s`); `#`
     /// starts a comment; blank lines are ignored. `name` defaults to the path prefix's first
@@ -310,11 +313,13 @@ private:
         return detail::ascii::isAlnum(c) || c == '_' || c == '-' || c == '.';
     }
 
-    /// Whether another rule of the same name and tier (one limiter) has another limit.
+    /// Whether another rule of the same name and tier (one limiter) has another limit, algorithm
+    /// or mode.
     [[nodiscard]] bool conflictsWithOthers(const RouteRule& rule) const {
         return std::any_of(rules_.begin(), rules_.end(), [&rule](const RouteRule& other) {
             return other.name == rule.name && other.tier == rule.tier &&
-                   (other.limit != rule.limit || other.algorithm != rule.algorithm);
+                   (other.limit != rule.limit || other.algorithm != rule.algorithm ||
+                    other.dryRun != rule.dryRun);
         });
     }
 
@@ -393,10 +398,15 @@ private:
             limitText.append(" burst ").append(value);
         } else if (key == "cost") {
             rule.cost = number(value, where + ": cost");
+        } else if (key == "mode") {
+            if (value != "enforce" && value != "dry-run") {
+                fail(std::string("unknown mode '").append(value).append("' (enforce, dry-run)"));
+            }
+            rule.dryRun = value == "dry-run";
         } else {
             fail(std::string("unknown option '")
                      .append(key)
-                     .append("' (name, algorithm, burst, tier, cost)"));
+                     .append("' (name, algorithm, burst, tier, cost, mode)"));
         }
     }
 
