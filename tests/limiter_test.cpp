@@ -78,11 +78,9 @@ private:
 /// preempted before it used the time. Copies share the ManualClock's time. `Steady`: declared
 /// steady (its tests only move the time forward).
 template <bool Steady>
-struct PreemptedClock {
-    using duration = ManualClock::duration;
-    using rep = duration::rep;
-    using period = duration::period;
-    using time_point = std::chrono::time_point<PreemptedClock, duration>;
+struct PreemptedClock
+    : ratelimit::detail::ClockTypes<PreemptedClock<Steady>, ManualClock::duration> {
+    using typename ratelimit::detail::ClockTypes<PreemptedClock, ManualClock::duration>::time_point;
     static constexpr bool is_steady = Steady;
 
     ManualClock manual;
@@ -371,7 +369,7 @@ TEMPLATE_TEST_CASE("Limiter: while the clock moves, 8 threads on one key stay wi
     }
     SECTION("the limiter reads the clock") {
         ratelimit::Limiter<TestType, MemoryStorage, PreemptedClock<false>> reading{
-            limit, MemoryStorage{{.maxKeys = 64}}, PreemptedClock<false>{clock}};
+            limit, MemoryStorage{{.maxKeys = 64}}, PreemptedClock<false>{{}, clock}};
         const MovingRun run = hammerWhileTheClockMoves(
             clock, [&](ManualClock::time_point) { return reading.tryAcquire("k").allowed; });
         checkWithinBound<TestType>(limit, run);
@@ -379,7 +377,7 @@ TEMPLATE_TEST_CASE("Limiter: while the clock moves, 8 threads on one key stay wi
     SECTION("the limiter reads a steady clock") {
         // A call that finds a later write steps at that write's time, without a second read.
         ratelimit::Limiter<TestType, MemoryStorage, PreemptedClock<true>> reading{
-            limit, MemoryStorage{{.maxKeys = 64}}, PreemptedClock<true>{clock}};
+            limit, MemoryStorage{{.maxKeys = 64}}, PreemptedClock<true>{{}, clock}};
         const MovingRun run = hammerWhileTheClockMoves(
             clock, [&](ManualClock::time_point) { return reading.tryAcquire("k").allowed; });
         checkWithinBound<TestType>(limit, run);
@@ -393,11 +391,10 @@ namespace {
 /// between its read and the key: the other call reads the script's next, later time and writes
 /// it first. Copies share the script.
 template <bool Steady>
-struct OvertakenClock {
-    using duration = ManualClock::duration;
-    using rep = duration::rep;
-    using period = duration::period;
-    using time_point = std::chrono::time_point<OvertakenClock, duration>;
+struct OvertakenClock
+    : ratelimit::detail::ClockTypes<OvertakenClock<Steady>, ManualClock::duration> {
+    using typename ratelimit::detail::ClockTypes<OvertakenClock, ManualClock::duration>::duration;
+    using typename ratelimit::detail::ClockTypes<OvertakenClock, ManualClock::duration>::time_point;
     static constexpr bool is_steady = Steady;
 
     struct Script {
