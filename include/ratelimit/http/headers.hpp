@@ -97,11 +97,9 @@ struct QuotaPolicy {
         { limiter.limit() } -> std::convertible_to<const Limit&>;
     }
     [[nodiscard]] static QuotaPolicy forLimiter(std::string name, const L& limiter) {
-        if constexpr (requires { limiter.algorithm(); }) {
-            return forLimit(std::move(name), limiter.limit(), limiter.algorithm());
-        } else {
-            return forLimit(std::move(name), limiter.limit(), kAlgorithmOf<typename L::ModelType>);
-        }
+        const Limit& limit = limiter.limit();
+        const Algorithm algorithm = algorithmOf(limiter);
+        return forLimit(std::move(name), limit, algorithm);
     }
 
     /// Throws: `std::invalid_argument` naming the field when the policy cannot be sent.
@@ -118,6 +116,16 @@ struct QuotaPolicy {
     }
 
 private:
+    /// The algorithm of a `Limiter` (its model's) or of an `AnyLimiter` (its own).
+    template <class L>
+    static Algorithm algorithmOf(const L& limiter) noexcept {
+        if constexpr (requires { limiter.algorithm(); }) {
+            return limiter.algorithm();
+        } else {
+            return kAlgorithmOf<typename L::ModelType>;
+        }
+    }
+
     /// `quota × period / count` exactly, or 0 when that is not a whole number of nanoseconds.
     static std::chrono::nanoseconds timeToGrant(std::int64_t quota, const Limit& limit) noexcept {
         const detail::Int128 scaled = detail::Int128{quota} * limit.period.count();
