@@ -59,5 +59,21 @@ struct Decision {
     friend constexpr bool operator==(const Decision&, const Decision&) = default;
 };
 
+namespace detail {
+
+/// Whether `candidate` binds a client more tightly than `current`: a refusal over an admission,
+/// the longer wait between refusals, the less remaining between admissions; a tie keeps
+/// `current`. The one rule for a limit set's binding member and for the rate-limit fields'
+/// binding policy.
+constexpr bool bindsTighter(const Decision& candidate, const Decision& current) noexcept {
+    if (candidate.allowed != current.allowed) {
+        return !candidate.allowed;
+    }
+    return candidate.allowed ? candidate.remaining < current.remaining
+                             : candidate.retryAfter > current.retryAfter;
+}
+
+}  // namespace detail
+
 }  // namespace v1
 }  // namespace ratelimit

@@ -8,6 +8,7 @@
 
 #include <ratelimit/algorithms/fixed_window.hpp>
 #include <ratelimit/algorithms/leaky_bucket.hpp>
+#include <ratelimit/algorithms/limit_set.hpp>
 #include <ratelimit/algorithms/model.hpp>
 #include <ratelimit/algorithms/sliding_counter.hpp>
 #include <ratelimit/algorithms/sliding_log.hpp>
@@ -57,12 +58,16 @@ public:
     using time_point = typename Clock::time_point;
     /// The algorithm, as its model.
     using ModelType = Model;
+    /// What the limiter enforces: a `Limit`, or for a limit set one per member.
+    using LimitType = LimitOf<Model>;
+    /// A limit set's members' decisions, in the order of its members (`LimitSetModel`).
+    using Decisions = detail::EachOf<Model>;
 
     /// Builds a limiter enforcing `limit` per key.
     /// Throws: `std::invalid_argument` naming the field when the options are out of range or the
     /// storage cannot hold the limit's arithmetic exactly (the message names the bound and the
     /// largest accepted value). Does no I/O.
-    explicit Limiter(Limit limit, Storage storage = Storage{}, Clock clock = Clock{},
+    explicit Limiter(LimitType limit, Storage storage = Storage{}, Clock clock = Clock{},
                      Options options = Options{})
         : limit_(limit),
           quota_(makeQuota(limit, options)),
@@ -116,6 +121,26 @@ public:
         return d;
     }
 
+    /// A limit set's `tryAcquire`, with every member's own decision in `each` (for the
+    /// `RateLimit` fields of each member): after a refusal, a member that would have admitted
+    /// reports its figures as they stand.
+    Decision tryAcquire(std::string_view key, std::int64_t cost,
+                        Decisions& each) requires detail::kIsLimitSet<Model> {
+        Decision d = stepNow(key, cost, StepMode::kConsume, &each);
+        dryRun(d, StepMode::kConsume);
+        dryRunMembers(d, each);
+        return d;
+    }
+
+    /// A limit set's `peek`, with every member's own decision in `each`.
+    Decision peek(std::string_view key, std::int64_t cost,
+                  Decisions& each) requires detail::kIsLimitSet<Model> {
+        Decision d = stepNow(key, cost, StepMode::kPeek, &each);
+        dryRun(d, StepMode::kPeek);
+        dryRunMembers(d, each);
+        return d;
+    }
+
     /// Forgets everything about `key`: its next request meets a fresh limit.
     void reset(std::string_view key) { table_.reset(key); }
 
@@ -125,7 +150,7 @@ public:
         return dryRunRefusals_ ? dryRunRefusals_->count.load(std::memory_order_relaxed) : 0;
     }
 
-    [[nodiscard]] const Limit& limit() const noexcept { return limit_; }
+    [[nodiscard]] const LimitType& limit() const noexcept { return limit_; }
     [[nodiscard]] const Options& options() const noexcept { return options_; }
     [[nodiscard]] const Clock& clock() const noexcept { return clock_; }
     [[nodiscard]] const Storage& storage() const noexcept { return storage_; }
@@ -147,10 +172,20 @@ private:
         }
     }
 
+    /// Dry-run: the members' refusals admit too, as the set's did.
+    static void dryRunMembers(const Decision& d, Decisions& each) noexcept {
+        if (d.wouldRefuse) [[unlikely]] {
+            for (Decision& member : each) {
+                member.wouldRefuse = !member.allowed;
+                member.allowed = true;
+            }
+        }
+    }
+
     /// `LimiterOptions::maxRunsPerKey` accepts 1 … 2^20.
     static constexpr std::int64_t kMaxRunsPerKey = std::int64_t{1} << 20;
 
-    static Quota makeQuota(const Limit& limit, const Options& options) {
+    static QuotaOf<Model> makeQuota(const LimitType& limit, const Options& options) {
         if (options.maxRunsPerKey < 1 || options.maxRunsPerKey > kMaxRunsPerKey) {
             detail::throwInvalidArgument("LimiterOptions.maxRunsPerKey must be in 1..2^20 (got {})",
                                          {options.maxRunsPerKey});
@@ -161,9 +196,17 @@ private:
                 "LimiterOptions.lateCallTolerance must be in 0..1h (got {}ns)",
                 {options.lateCallTolerance.count()});
         }
-        Quota quota = Quota::make<Model>(limit, kNanosPerTick, options.maxRunsPerKey,
-                                         options.lateCallTolerance.count() / kNanosPerTick);
-        quota.keyTimeSpread = phased(options) ? phaseTicks(limit.period.count() - 1) : 0;
+        if (detail::kIsLimitSet<Model> && options.spreadWindowResets) {
+            detail::throwInvalidArgument(
+                "LimiterOptions.spreadWindowResets is not offered for a limit set: its members' "
+                "periods differ, and so would their phases");
+        }
+        QuotaOf<Model> quota =
+            QuotaOf<Model>::template make<Model>(limit, kNanosPerTick, options.maxRunsPerKey,
+                                                 options.lateCallTolerance.count() / kNanosPerTick);
+        if constexpr (!detail::kIsLimitSet<Model>) {
+            quota.keyTimeSpread = phased(options) ? phaseTicks(limit.period.count() - 1) : 0;
+        }
         return quota;
     }
 
@@ -175,15 +218,26 @@ private:
 
     /// Lets the storage read the clock (see `tryAcquire`): calls on one key then take effect
     /// in the order of their times.
-    Decision stepNow(std::string_view key, std::int64_t cost, StepMode mode) {
+    Decision stepNow(std::string_view key, std::int64_t cost, StepMode mode,
+                     Decisions* each = nullptr) {
         checkCost(cost);
         const Tick phase = phaseOf(key);
+        // A set's members' decisions are asked for only of a set: a storage of single models
+        // need not take them.
+        const auto tail = [&](auto&& call) {
+            if constexpr (detail::kIsLimitSet<Model>) {
+                return call(each);
+            } else {
+                return call();
+            }
+        };
         if constexpr (detail::kStoreSideClock<Clock>) {
-            return table_.stepAtStoreTime(key, phase, cost, mode);
+            return tail(
+                [&](auto... e) { return table_.stepAtStoreTime(key, phase, cost, mode, e...); });
         } else {
             const auto read = [this, phase] { return detail::satSub(ticks(clock_.now()), phase); };
-            return table_.step(key, detail::TickSource(read, detail::kSteadyClock<Clock>), cost,
-                               mode);
+            const detail::TickSource now(read, detail::kSteadyClock<Clock>);
+            return tail([&](auto... e) { return table_.step(key, now, cost, mode, e...); });
         }
     }
 
@@ -209,9 +263,14 @@ private:
     /// restart agrees on it. A whole number of microseconds whatever the tick, so memory and
     /// Redis (whole microseconds) shift a key's windows by exactly the same time.
     [[nodiscard]] Tick phaseOf(std::string_view key) const noexcept {
-        if (!phased(options_)) {
+        if constexpr (detail::kIsLimitSet<Model>) {
             return 0;
+        } else {
+            return phased(options_) ? phaseOfKey(key) : 0;
         }
+    }
+
+    [[nodiscard]] Tick phaseOfKey(std::string_view key) const noexcept {
         const detail::Digest128 d =
             detail::SipHash128(0x7261746531696d69ULL, 0x7068617365000000ULL)(key);
         const auto periodNs = static_cast<std::uint64_t>(limit_.period.count());
@@ -226,14 +285,14 @@ private:
         return detail::ceilDiv(phaseUs * 1000, kNanosPerTick);
     }
 
-    Limit limit_;
-    Quota quota_;
+    LimitType limit_;
+    QuotaOf<Model> quota_;
     Storage storage_;
     Clock clock_;
     Options options_;
     detail::Ref<DryRunCount> dryRunRefusals_;  ///< dry-run only
     decltype(std::declval<const Storage&>().template table<Model>(
-        std::declval<const Options&>(), std::declval<const Quota&>())) table_;
+        std::declval<const Options&>(), std::declval<const QuotaOf<Model>&>())) table_;
 };
 
 // The algorithms by name: each alias fixes the model and takes `Limiter`'s storage and clock

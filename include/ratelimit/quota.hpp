@@ -72,6 +72,18 @@ struct Quota {
     }
 };
 
+namespace detail {
+
+/// Whether two limiters' quotas agree on everything their keys' states depend on: their
+/// limits, tick and options.
+inline bool sameQuota(const Quota& a, const Quota& b) noexcept {
+    return a.count == b.count && a.burst == b.burst && a.period == b.period &&
+           a.nanosPerTick == b.nanosPerTick && a.maxRunsPerKey == b.maxRunsPerKey &&
+           a.lateTolerance == b.lateTolerance && a.keyTimeSpread == b.keyTimeSpread;
+}
+
+}  // namespace detail
+
 /// The largest magnitudes a model's arithmetic meets for one `Quota`: a storage accepts the
 /// quota only if it holds them exactly.
 struct ModelRange {

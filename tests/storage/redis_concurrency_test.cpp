@@ -54,15 +54,15 @@ template <class Model>
 class Contenders {
 public:
     Contenders(RedisLimiter<Model>& limiter, std::string key, int threads, int attempts,
-               std::latch& start)
+               std::latch& start, std::int64_t limit = capacityOf<Model>(kContended))
         : limiter_(limiter), key_(std::move(key)) {
         for (int i = 0; i < threads; ++i) {
-            threads_.emplace_back([this, attempts, &start] {
+            threads_.emplace_back([this, attempts, limit, &start] {
                 try {
                     start.wait();
                     for (int a = 0; a < attempts; ++a) {
                         const Decision d = limiter_.tryAcquire(key_, 1);
-                        if (d.degraded || d.limit != capacityOf<Model>(kContended)) {
+                        if (d.degraded || d.limit != limit) {
                             wrong_.fetch_add(1);
                         }
                         if (d.allowed) {
@@ -338,6 +338,67 @@ TEMPLATE_TEST_CASE(
     CAPTURE(total, bound, lastUs - firstUs);
     CHECK(total > 0);
     CHECK(total <= bound);
+}
+
+}  // namespace ratelimit_test
+
+namespace ratelimit_test {
+
+TEST_CASE(
+    "RedisStorage: a limit set under 4 processes and 4 threads admits exactly its "
+    "binding member's limit, and consumes nothing on refusals",
+    "[redis_storage][redis][concurrency][limit_set]") {
+    using Set = ratelimit::LimitSet<ratelimit::TokenBucketModel, ratelimit::FixedWindowModel>;
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    REQUIRE(::access(kWorker, X_OK) == 0);
+    const std::string prefix = "rl-set-procs";
+    const RedisStorage storage(storageOptions(*server, prefix));
+    const Limit window = Limit::perMinute(40);
+    // The bucket binds (27 of a burst of 27, 40 in the window), then the window (40 of 40,
+    // with a burst of 50): the other member keeps what the refusals did not take.
+    for (const std::int64_t burst : {std::int64_t{27}, std::int64_t{50}}) {
+        const Set::Limits limits{window.withBurst(burst), window};
+        const std::int64_t binding = Set::capacity(limits);
+        const std::string name = "set" + std::to_string(burst);
+        const std::string key = "shared {set} key";
+        const std::int64_t periodUs =
+            std::chrono::duration_cast<std::chrono::microseconds>(window.period).count();
+        ManualClock clock;
+        clock.set(std::chrono::microseconds{kFrozenUs});
+        RedisLimiter<Set> limiter(limits, storage, clock, limiterOptions(name));
+        std::vector<std::unique_ptr<WorkerProcess>> workers;
+        for (int i = 0; i < 4; ++i) {
+            workers.push_back(std::make_unique<WorkerProcess>(
+                std::vector<std::string>{kWorker, server->unixSocket(), prefix, name,
+                                         std::string(Set::kName), std::to_string(window.count),
+                                         std::to_string(periodUs), std::to_string(burst),
+                                         std::to_string(kFrozenUs), "15", key},
+                server->directory() + "/set-worker" + std::to_string(i)));
+        }
+        std::latch start(1);
+        Contenders<Set> threads(limiter, key, 4, 15, start, binding);
+        for (auto& w : workers) {
+            w->go();
+        }
+        start.count_down();
+        std::int64_t total = threads.admitted();
+        CHECK(threads.wrong() == 0);
+        for (std::size_t i = 0; i < workers.size(); ++i) {
+            const WorkerProcess::Result r = workers[i]->wait();
+            INFO("worker " << i << " stderr: " << r.err);
+            REQUIRE(WIFEXITED(r.status));
+            REQUIRE(WEXITSTATUS(r.status) == 0);
+            total += std::stoll(r.out);
+        }
+        CHECK(total == binding);
+        Set::Decisions each;
+        (void)limiter.peek(key, 0, each);
+        CHECK(each[0].remaining == burst - binding);
+        CHECK(each[1].remaining == window.count - binding);
+    }
 }
 
 }  // namespace ratelimit_test

@@ -165,9 +165,10 @@ std::vector<std::string> evalArgs(const std::string& script, std::string_view ke
                                   const std::string& now, std::int64_t cost, bool consume,
                                   std::int64_t phase, const Quota& q) {
     std::string request;
-    ratelimit::detail::appendScriptRequest(request, "EVAL", script, key,
+    const std::string keys[] = {std::string(key)};
+    ratelimit::detail::appendScriptRequest(request, "EVAL", script, keys,
                                            {now, cost, consume, phase},
-                                           ratelimit::detail::quotaArguments(q));
+                                           ratelimit::detail::quotaArguments<TokenBucketModel>(q));
     return rt::argvOf(request);
 }
 

@@ -12,7 +12,8 @@
 // the worker then also prints the time read before its first request and after its last one
 // (µs since the epoch): "<admitted> <first µs> <last µs>".
 //
-// <model> is fixed_window, sliding_log, sliding_counter, token_bucket or leaky_bucket.
+// <model> is fixed_window, sliding_log, sliding_counter, token_bucket or leaky_bucket, or the
+// limit set token_bucket+fixed_window: that bucket, and a fixed window of <count> per <period>.
 // Exit status: 0 and the admitted count on stdout; 2 for a bad command line; 3 when the store
 // failed (the limiter throws instead of degrading, so a failure can never pass as a decision).
 
@@ -86,9 +87,17 @@ int run(const Arguments& a, const Clock& clock) {
     ratelimit::LimiterOptions limiterOptions;
     limiterOptions.name = a.name;
     limiterOptions.failurePolicy = ratelimit::FailurePolicy::kThrow;
-    const ratelimit::Limit limit =
-        ratelimit::Limit::per(a.count, std::chrono::microseconds{a.periodUs}).withBurst(a.burst);
-    ratelimit::Limiter<Model, ratelimit::RedisStorage, Clock> limiter(limit, storage, clock,
+    const ratelimit::Limit window =
+        ratelimit::Limit::per(a.count, std::chrono::microseconds{a.periodUs});
+    const ratelimit::Limit limit = window.withBurst(a.burst);
+    ratelimit::LimitOf<Model> limits = [&] {
+        if constexpr (ratelimit::detail::kIsLimitSet<Model>) {
+            return ratelimit::LimitOf<Model>{limit, window};
+        } else {
+            return limit;
+        }
+    }();
+    ratelimit::Limiter<Model, ratelimit::RedisStorage, Clock> limiter(limits, storage, clock,
                                                                       limiterOptions);
 
     (void)limiter.peek(a.key + "#connect", 0);  // opens the connection before the start
@@ -157,6 +166,10 @@ int main(int argc, char** argv) {
         }
         if (a.model == ratelimit::LeakyBucketModel::kName) {
             return run<ratelimit::LeakyBucketModel>(a);
+        }
+        using Set = ratelimit::LimitSet<ratelimit::TokenBucketModel, ratelimit::FixedWindowModel>;
+        if (a.model == Set::kName) {
+            return run<Set>(a);
         }
         throw UsageError("unknown model '" + a.model + "'");
     } catch (const UsageError& e) {

@@ -58,6 +58,40 @@ struct BucketKind {
     static constexpr std::int64_t capacity(const Limit& limit) noexcept { return limit.burst; }
 };
 
+namespace detail {
+
+template <class M>
+struct QuotaSelect {
+    using type = Quota;
+};
+template <class M>
+requires requires { typename M::QuotaType; }
+struct QuotaSelect<M> {
+    using type = typename M::QuotaType;
+};
+
+template <class M>
+struct LimitSelect {
+    using type = Limit;
+};
+template <class M>
+requires requires { typename M::Limits; }
+struct LimitSelect<M> {
+    using type = typename M::Limits;
+};
+
+}  // namespace detail
+
+/// What a model's step reads: a `Quota`, or the model's own `QuotaType` (a limit set's, which
+/// holds one per member).
+template <class M>
+using QuotaOf = typename detail::QuotaSelect<M>::type;
+
+/// What a limiter of the model enforces: a `Limit`, or the model's own `Limits` (a limit set's,
+/// one per member).
+template <class M>
+using LimitOf = typename detail::LimitSelect<M>::type;
+
 /// What a limiter needs from an algorithm: a per-key `State` whose value-initialised form is
 /// the fresh key, and a pure `step` over it. A model is stateless: its functions are pure
 /// functions of their arguments, so any number of threads may call them. The library's models
@@ -71,12 +105,13 @@ struct BucketKind {
 /// fresh key). `range(quota)` gives the magnitudes the arithmetic meets. `capacity(limit)` is
 /// the limit a client sees (`Decision::limit`, the most one call may cost). `kBucket` says the
 /// model has no windows (so `LimiterOptions::spreadWindowResets` has nothing to shift). The
-/// library's models take both from their kind, `WindowKind` or `BucketKind`.
+/// library's models take both from their kind, `WindowKind` or `BucketKind`. A model may read
+/// its own kind of quota and limit (`QuotaOf`, `LimitOf`), as a limit set does.
 template <class M>
 concept AlgorithmModel = std::default_initializable<typename M::State> &&
     std::copyable<typename M::State> &&
-    requires(typename M::State& state, const typename M::State& constState, const Quota& quota,
-             const Limit& limit, Tick now, std::int64_t cost) {
+    requires(typename M::State& state, const typename M::State& constState,
+             const QuotaOf<M>& quota, const LimitOf<M>& limit, Tick now, std::int64_t cost) {
     { M::kName } -> std::convertible_to<std::string_view>;
     { M::kBucket } -> std::convertible_to<bool>;
     { M::capacity(limit) } -> std::same_as<std::int64_t>;

@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <utility>
 
+#include <ratelimit/algorithms/model.hpp>
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/checked_math.hpp>
 #include <ratelimit/detail/chrono.hpp>
@@ -353,7 +354,7 @@ static_assert(SlotProbePolicy<NoSlotProbe>);
 
 /// A model whose state also holds memory on the heap (the sliding log's runs) says how much.
 template <class M>
-concept HasHeapBound = requires(const Quota& q) {
+concept HasHeapBound = requires(const QuotaOf<M>& q) {
     { M::heapBytes(q) } -> std::convertible_to<std::size_t>;
 };
 
@@ -376,7 +377,7 @@ class MemoryTable final : public MemoryTableBase {
     struct Group;
 
 public:
-    MemoryTable(Ref<MemoryKeyspace> keyspace, std::string name, const Quota& quota)
+    MemoryTable(Ref<MemoryKeyspace> keyspace, std::string name, const QuotaOf<M>& quota)
         : MemoryTableBase(std::move(name), M::kName),
           keyspace_(std::move(keyspace)),
           quota_(quota),
@@ -413,9 +414,10 @@ public:
     /// key's lock (so the lock is held for the step alone, or, in a bucket table that swaps,
     /// before the key's words). A call that finds a later write steps at that write's time
     /// where the clock is steady, and reads the clock again otherwise (`run`).
-    Decision step(std::string_view key, TickSource now, std::int64_t cost, StepMode mode) {
+    Decision step(std::string_view key, TickSource now, std::int64_t cost, StepMode mode,
+                  EachOf<M>* each = nullptr) {
         const Lookup k = lookupKey(key);
-        const Request r{now, now(), cost, mode, Action::kStep};
+        const Request r{now, now(), cost, mode, Action::kStep, each};
         Group* const segment = segmentOf(k);
         if constexpr (kPairs) {
             if (swaps_) {
@@ -458,7 +460,7 @@ public:
         stats.sweptSlots += sweptSlots_.load(std::memory_order_relaxed);
     }
 
-    [[nodiscard]] const Quota& quota() const noexcept override { return quota_; }
+    [[nodiscard]] const QuotaOf<M>& quota() const noexcept override { return quota_; }
 
     [[nodiscard]] const Probe& probe() const noexcept { return probe_; }
 
@@ -601,6 +603,7 @@ private:
         std::int64_t cost = 0;
         StepMode mode = StepMode::kPeek;
         Action action = Action::kStep;
+        EachOf<M>* each = nullptr;  ///< a limit set's members' decisions, when asked for
 
         [[nodiscard]] bool writes() const noexcept {
             return mode == StepMode::kConsume && cost > 0;
@@ -626,7 +629,7 @@ private:
             // One copy of the model's step in the inlined path, for peeks and writes alike.
             typename M::State next = state;
             // Not const: GCC 12 builds a const local apart and copies it out.
-            Decision d = applyStep<M>(next, quota_, now, r.cost);
+            Decision d = applyStep<M>(next, quota_, now, r.cost, r.each);
             if (r.writes()) {
                 state = next;
             }
@@ -634,9 +637,9 @@ private:
         } else {  // the sliding log's runs: a peek copies them, a write steps them in place
             if (!r.writes()) {
                 typename M::State copy = state;
-                return applyStep<M>(copy, quota_, now, r.cost);
+                return applyStep<M>(copy, quota_, now, r.cost, r.each);
             }
-            return applyStep<M>(state, quota_, now, r.cost);
+            return applyStep<M>(state, quota_, now, r.cost, r.each);
         }
     }
 
@@ -991,7 +994,7 @@ private:
         }
         if (p == Placed::kDone) {
             typename M::State fresh{};
-            out = applyStep<M>(fresh, quota_, r.now, r.cost);
+            out = applyStep<M>(fresh, quota_, r.now, r.cost, r.each);
             return p;
         }
         out = spillCold(k, r);
@@ -1344,7 +1347,7 @@ private:
                   "a sweep stays within one group");
 
     Ref<MemoryKeyspace> keyspace_;
-    Quota quota_;
+    QuotaOf<M> quota_;
     Tick reclaimLag_;  ///< how far before a caller's time an entry must already be fresh
     TableShape shape_;
     /// Entry e names the groups of the segment that holds the keys placed at e (`placeKey`);

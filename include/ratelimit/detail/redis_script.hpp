@@ -19,6 +19,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <ratelimit/detail/ascii.hpp>
 #include <ratelimit/detail/redis_connection.hpp>
@@ -223,63 +224,94 @@ inline void appendLuaList(std::string& out, std::span<const std::string_view> na
     }
 }
 
+/// Where one model's glue reads and writes: its names carry `suffix` (`model`, `q`, `state`,
+/// `store`, and `load` where the state is `reloadable`), its key is `KEYS[key]`, its quota
+/// starts at `ARGV[argument]`.
+struct GlueSite {
+    std::string suffix;
+    std::size_t key = 1;
+    std::size_t argument = kCallArguments.size() + 1;
+    bool reloadable = false;  ///< a `load` function reads the stored state again
+};
+
 /// The model's quota `q` (the fields `code` reads), its key's `state` and `store`, written out
 /// field by field for the model, so the script builds no list of names and runs no loop over
 /// one on each call. The key's value is a string (one `GET`, one `SET … PX`: a hash would cost
 /// a `PEXPIRE` more), packed and unpacked by Redis's bundled `struct` library in one call each
 /// way.
 inline void appendModelGlue(std::string& out, const ScriptModel& model,
-                            std::span<const std::string_view> quotaFields, std::string_view code) {
+                            std::span<const std::string_view> quotaFields, std::string_view code,
+                            const GlueSite& site = {}) {
     const std::span<const std::string_view> fields = model.stateFields;
-    out.append("\nlocal model = ").append(model.name).append("\nlocal q = {");
+    const std::string& n = site.suffix;
+    const std::string key = "KEYS[" + std::to_string(site.key) + "]";
+    out.append("\nlocal model").append(n).append(" = ").append(model.name);
+    out.append("\nlocal q").append(n).append(" = {");
     std::string_view separator;
     for (std::size_t i = 0; i < quotaFields.size(); ++i) {
-        if (!namesInLua(code, quotaFields[i], "q.")) {
+        if (!namesInLua(code, quotaFields[i], "q.") &&
+            !namesInLua(code, quotaFields[i], "q" + n + ".")) {
             continue;  // sent, but not read: a field costs the script a `tonumber` and a slot
         }
         out.append(separator).append(quotaFields[i]).append(" = tonumber(ARGV[");
-        out.append(std::to_string(kCallArguments.size() + 1 + i)).append("])");
+        out.append(std::to_string(site.argument + i)).append("])");
         separator = ", ";
     }
-    out.append("}\nlocal stored = redis.call('GET', KEYS[1])\n");
+    out.append("}\n");
+    // The state is read at the top level (a single model's script) or by `load` (a set's,
+    // whose refusal reads an admitting member's state again).
+    std::string indent;
+    if (site.reloadable) {
+        out.append("local function load").append(n).append("()\n");
+        indent = "  ";
+    }
+    out.append(indent).append("local stored = redis.call('GET', ").append(key).append(")\n");
     std::string encoded;  // the value `store` writes
     if (model.encodesState) {
-        out.append(
-            "local state\n"
-            "if stored then state = model.decode(stored) end\n"
-            "if not state then state = model.fresh() end\n");
-        encoded = "model.encode(s)";
+        out.append(indent).append("local state\n");
+        out.append(indent).append("if stored then state = model").append(n);
+        out.append(".decode(stored) end\n");
+        out.append(indent).append("if not state then state = model").append(n);
+        out.append(".fresh() end\n");
+        encoded = "model" + n + ".encode(s)";
     } else {
         const std::string packing = "'<" + std::string(fields.size(), 'd') + "'";
-        out.append("local state = {");
+        out.append(indent).append("local state = {");
         for (std::size_t i = 0; i < fields.size(); ++i) {
             out.append(i == 0 ? "" : ", ").append(fields[i]).append(" = 0");
         }
-        out.append("}\nif stored and #stored == ").append(std::to_string(8 * fields.size()));
-        out.append(" then\n  ");
+        out.append("}\n").append(indent).append("if stored and #stored == ");
+        out.append(std::to_string(8 * fields.size())).append(" then\n  ").append(indent);
         appendLuaList(out, fields, "state.");
-        out.append(" = struct.unpack(").append(packing).append(", stored)\nend\n");
+        out.append(" = struct.unpack(").append(packing).append(", stored)\n");
+        out.append(indent).append("end\n");
         encoded = "struct.pack(" + packing + ", ";
         appendLuaList(encoded, fields, "s.");
         encoded.append(")");
     }
+    if (site.reloadable) {
+        out.append("  return state\nend\nlocal state").append(n).append(" = load").append(n);
+        out.append("()\n");
+    }
+    out.append("local function store").append(n).append("(s, keep)\n");
     out.append(
-           "local function store(s, keep)\n"
            "  if keep <= 0 then\n"
-           "    redis.call('DEL', KEYS[1])\n"
-           "    return\n"
-           "  end\n"
-           "  redis.call('SET', KEYS[1], ")
+           "    redis.call('DEL', ")
+        .append(key)
+        .append(
+            ")\n"
+            "    return\n"
+            "  end\n"
+            "  redis.call('SET', ")
+        .append(key)
+        .append(", ")
         .append(encoded)
         .append(", 'PX', fmt(ceildiv(keep, 1000) + 1))\nend\n");
 }
 
-/// The script that runs one model's step: the helpers it uses, the model's Lua (defining the
-/// table `model.name`), the call's arguments, the model's glue, and the main chunk. No `#!lua`
-/// shebang. Throws: `std::invalid_argument` when a name is not a Lua identifier, or the state
-/// has no field.
-inline std::string composeScript(const ScriptModel& model,
-                                 std::span<const std::string_view> quotaFields) {
+/// Checks that the model's names are Lua identifiers. Throws: `std::invalid_argument`.
+inline void checkScriptNames(const ScriptModel& model,
+                             std::span<const std::string_view> quotaFields) {
     const auto checkName = [](std::string_view name) {
         if (!isLuaIdentifier(name)) {
             throwInvalidArgument(
@@ -292,6 +324,15 @@ inline std::string composeScript(const ScriptModel& model,
     if (model.stateFields.empty()) {
         throwInvalidArgument("composeScript: a model's state has at least one field");
     }
+}
+
+/// The script that runs one model's step: the helpers it uses, the model's Lua (defining the
+/// table `model.name`), the call's arguments, the model's glue, and the main chunk. No `#!lua`
+/// shebang. Throws: `std::invalid_argument` when a name is not a Lua identifier, or the state
+/// has no field.
+inline std::string composeScript(const ScriptModel& model,
+                                 std::span<const std::string_view> quotaFields) {
+    checkScriptNames(model, quotaFields);
     // Everything but the helpers, first, to see which helpers and quota fields it uses.
     std::string body;
     for (const std::string_view piece : model.lua) {
@@ -302,6 +343,99 @@ inline std::string composeScript(const ScriptModel& model,
     const std::string modelAndMain = body.substr(0, modelEnd).append(kLuaMain);
     appendModelGlue(body, model, quotaFields, modelAndMain);
     body.append(kLuaMain);
+    std::string script;
+    appendLuaHelpers(script, body);
+    script.append(body);
+    return script;
+}
+
+/// The main chunk of a limit set's script (`LimitSetModel`; each member `i` has its glue with
+/// the suffix `i`): the late-call rule at the latest of the members' last writes, every
+/// member's step at one time, then the writes of all or nothing: every member's when all
+/// admit, and otherwise a refusing member's rebase alone (an admitting member reports its
+/// figures as they stand, from its state read again). Returns {allowed 1/0, then per member:
+/// allowed 1/0, remaining, retry µs (-1 = never), reset µs}; C++ picks the binding member
+/// (`LimitSetModel::bind`), so the rule has one home.
+inline std::string setMain(std::size_t members) {
+    const auto each = [members](std::string& out, const std::string& line) {
+        for (std::size_t i = 1; i <= members; ++i) {
+            std::string text = line;
+            for (std::size_t at = text.find('#'); at != std::string::npos;
+                 at = text.find('#', at)) {
+                text.replace(at, 1, std::to_string(i));
+            }
+            out.append(text);
+        }
+    };
+    std::string out = "\nlocal late = 0\nlocal last = nil\n";
+    each(out,
+         "local last# = model#.lastWrite(state#)\n"
+         "if last# ~= nil and (last == nil or last# > last) then last = last# end\n");
+    out.append(
+        "if last ~= nil and now < last and last - now <= q1.lateTolerance then\n"
+        "  late = last - now\n"
+        "  now = last\n"
+        "end\n");
+    each(out,
+         "local written#, allowed#, remaining#, retry#, reset# = model#.step(state#, q#, now, "
+         "cost)\n");
+    out.append("local allowed = true\n");
+    each(out, "allowed = allowed and allowed#\n");
+    out.append("local consume = cost > 0 and ARGV[3] == '1'\n");
+    each(out,
+         "if allowed then\n"
+         "  if written# and consume then\n"
+         "    store#(written#, (model#.keep and model#.keep(written#, q#, reset#) or reset#) + "
+         "q#.lateTolerance)\n"
+         "  end\n"
+         "elseif not allowed# then\n"
+         "  if written# and consume then\n"
+         "    pcall(store#, written#, (model#.keep and model#.keep(written#, q#, reset#) or "
+         "reset#) + q#.lateTolerance)\n"
+         "  end\n"
+         "else\n"
+         "  written#, allowed#, remaining#, retry#, reset# = model#.step(load#(), q#, now, 0)\n"
+         "end\n"
+         "if late > 0 then\n"
+         "  if retry# > 0 then retry# = retry# + late end\n"
+         "  if reset# > 0 then reset# = reset# + late end\n"
+         "end\n"
+         "if remaining# < 0 then remaining# = 0 end\n");
+    out.append("return {allowed and 1 or 0");
+    each(out, ", allowed# and 1 or 0, remaining#, retry#, reset#");
+    out.append("}\n");
+    return out;
+}
+
+/// The script of a limit set: the helpers, each member model's Lua once (models and pieces
+/// that members share are defined once), the call's arguments, each member's glue (suffix,
+/// key and quota arguments `i`, its quota after the previous member's), and `setMain`.
+/// Throws: `std::invalid_argument` as `composeScript`.
+inline std::string composeSetScript(std::span<const ScriptModel> members,
+                                    std::span<const std::string_view> quotaFields) {
+    std::string body;
+    std::vector<const char*> pieces;
+    for (const ScriptModel& m : members) {
+        checkScriptNames(m, quotaFields);
+        for (const std::string_view piece : m.lua) {
+            if (std::find(pieces.begin(), pieces.end(), piece.data()) == pieces.end()) {
+                pieces.push_back(piece.data());
+                body.append(piece);
+            }
+        }
+    }
+    body.append(kLuaCall);
+    const std::string main = setMain(members.size());
+    for (std::size_t i = 0; i < members.size(); ++i) {
+        const GlueSite site{std::to_string(i + 1), i + 1,
+                            kCallArguments.size() + 1 + i * quotaFields.size(), true};
+        std::string code;  // what reads this member's quota: its model, and the main chunk
+        for (const std::string_view piece : members[i].lua) {
+            code.append(piece);
+        }
+        appendModelGlue(body, members[i], quotaFields, code.append(main), site);
+    }
+    body.append(main);
     std::string script;
     appendLuaHelpers(script, body);
     script.append(body);
@@ -324,22 +458,24 @@ struct ScriptCall {
     std::int64_t phase = 0;
 };
 
-/// Appends `verb` (`EVALSHA` or `EVAL`) of `scriptOrSha` on `key` with the call's arguments in
-/// `kCallArguments` order, then the quota's.
+/// Appends `verb` (`EVALSHA` or `EVAL`) of `scriptOrSha` on `keys` with the call's arguments
+/// in `kCallArguments` order, then the quota's.
 inline void appendScriptRequest(std::string& out, std::string_view verb,
-                                std::string_view scriptOrSha, std::string_view key,
+                                std::string_view scriptOrSha, std::span<const std::string> keys,
                                 const ScriptCall& call, std::span<const std::string> quota) {
     std::array<std::string, kCallArguments.size()> arguments;
     arguments[callArgument("now")] = call.now;
     arguments[callArgument("cost")] = decimal(call.cost);
     arguments[callArgument("consume")] = call.consume ? "1" : "0";
     arguments[callArgument("phase")] = decimal(call.phase);
-    constexpr std::size_t kHead = 4;  // verb, script, the number of keys, the key
-    appendCommandHeader(out, kHead + arguments.size() + quota.size());
+    constexpr std::size_t kHead = 3;  // verb, script, the number of keys
+    appendCommandHeader(out, kHead + keys.size() + arguments.size() + quota.size());
     appendArgument(out, verb);
     appendArgument(out, scriptOrSha);
-    appendArgument(out, "1");
-    appendArgument(out, key);
+    appendArgument(out, decimal(static_cast<std::int64_t>(keys.size())));
+    for (const std::string& key : keys) {
+        appendArgument(out, key);
+    }
     for (const std::string& a : arguments) {
         appendArgument(out, a);
     }

@@ -5,6 +5,7 @@
 // through `applyStep`.
 
 #include <cstdint>
+#include <type_traits>
 
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/checked_math.hpp>
@@ -44,24 +45,25 @@ inline Decision refusedForever(const Quota& q, std::int64_t remaining, Tick rese
     return decision(q, false, remaining, Decision::kNever, resetTicks);
 }
 
-/// Runs one model step with the late-call rule every storage applies (docs/semantics.md, "Late
-/// calls"): a call earlier than the key's last write by at most `lateTolerance` comes from a
-/// caller that read the clock just before another caller wrote (or from a host whose clock is
-/// slightly behind), not from a clock that stepped back. It is answered at the last write — no
-/// rebase, so the interval is never credited twice — and its waits count from its own time.
-/// Redis applies the same rule in its script (detail/redis_script.hpp).
-/// `M` is an `AlgorithmModel` (algorithms/model.hpp).
+/// What a model reports beside its decision: a limit set's members' decisions
+/// (`LimitSetModel::Decisions`), or nothing.
 template <class M>
-inline Decision applyStep(typename M::State& state, const Quota& q, Tick now, std::int64_t cost) {
-    const Tick last = M::lastWrite(state);
-    Tick late = 0;
-    if (now < last && satSub(last, now) <= q.lateTolerance) {
-        late = last - now;
-        now = last;
-    }
-    Decision d = M::step(state, q, now, cost);
+struct EachSelect {
+    struct type {};
+};
+template <class M>
+requires requires { typename M::Decisions; }
+struct EachSelect<M> {
+    using type = typename M::Decisions;
+};
+template <class M>
+using EachOf = typename EachSelect<M>::type;
+
+/// A late call's waits count from its own time, `late` ticks before the time it was answered
+/// at.
+inline void shiftLate(Decision& d, Tick late, std::int64_t nanosPerTick) noexcept {
     if (late > 0) {
-        const std::chrono::nanoseconds shift{late * q.nanosPerTick};
+        const std::chrono::nanoseconds shift{late * nanosPerTick};
         if (!d.never() && d.retryAfter.count() > 0) {
             d.retryAfter += shift;
         }
@@ -69,6 +71,37 @@ inline Decision applyStep(typename M::State& state, const Quota& q, Tick now, st
             d.resetAfter += shift;
         }
     }
+}
+
+/// Runs one model step with the late-call rule every storage applies (docs/semantics.md, "Late
+/// calls"): a call earlier than the key's last write by at most `lateTolerance` comes from a
+/// caller that read the clock just before another caller wrote (or from a host whose clock is
+/// slightly behind), not from a clock that stepped back. It is answered at the last write — no
+/// rebase, so the interval is never credited twice — and its waits count from its own time.
+/// Redis applies the same rule in its script (detail/redis_script.hpp). A limit set's members'
+/// decisions go to `each` when it is given.
+/// `M` is an `AlgorithmModel` (algorithms/model.hpp).
+template <class M, class Q>
+inline Decision applyStep(typename M::State& state, const Q& q, Tick now, std::int64_t cost,
+                          EachOf<M>* each = nullptr) {
+    const Tick last = M::lastWrite(state);
+    Tick late = 0;
+    if (now < last && satSub(last, now) <= q.lateTolerance) {
+        late = last - now;
+        now = last;
+    }
+    if constexpr (!std::is_empty_v<EachOf<M>>) {
+        if (each != nullptr) {
+            Decision d = M::step(state, q, now, cost, *each);
+            for (Decision& member : *each) {
+                shiftLate(member, late, q.nanosPerTick);
+            }
+            shiftLate(d, late, q.nanosPerTick);
+            return d;
+        }
+    }
+    Decision d = M::step(state, q, now, cost);
+    shiftLate(d, late, q.nanosPerTick);
     return d;
 }
 

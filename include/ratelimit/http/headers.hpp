@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <ratelimit/algorithms/algorithm.hpp>
+#include <ratelimit/algorithms/limit_set.hpp>
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/checked_math.hpp>
 #include <ratelimit/detail/chrono.hpp>
@@ -100,6 +101,22 @@ struct QuotaPolicy {
         const Limit& limit = limiter.limit();
         const Algorithm algorithm = algorithmOf(limiter);
         return forLimit(std::move(name), limit, algorithm);
+    }
+
+    /// The policies of a limit set's members (a `Limiter` of a `LimitSetModel`), in the
+    /// members' order, named `names`: each one as `forLimit` reads its member's limit and
+    /// algorithm. Throws: as `forLimit`.
+    template <class L>
+    requires detail::kIsLimitSet<typename L::ModelType>
+    [[nodiscard]] static std::array<QuotaPolicy, L::ModelType::kSize> forLimitSet(
+        std::array<std::string, L::ModelType::kSize> names, const L& limiter) {
+        using Set = typename L::ModelType;
+        std::array<QuotaPolicy, Set::kSize> policies;
+        Set::forEach([&]<std::size_t I>() {
+            policies[I] = forLimit(std::move(names[I]), limiter.limit()[I],
+                                   kAlgorithmOf<typename Set::template Member<I>>);
+        });
+        return policies;
     }
 
     /// Throws: `std::invalid_argument` naming the field when the policy cannot be sent.
@@ -203,8 +220,9 @@ struct ResponseContext {
 /// - `RateLimit-Policy: "login";q=5;w=60` and `RateLimit: "login";r=4;t=60`, one list member per
 ///   policy (RFC 9651 lists; names quoted and escaped). `t` is the time until the key is fresh
 ///   when allowed, the wait when refused.
-/// - `X-RateLimit-Limit/Remaining/Reset` of the policy that binds: the first refusal, else the
-///   one with the least remaining.
+/// - `X-RateLimit-Limit/Remaining/Reset` of the policy that binds: the refusal with the longest
+///   wait, else the one with the least remaining (the rule a limit set names its binding member
+///   by; ties go to the earlier policy).
 /// - `Retry-After` when refused: the longest wait among the refusals, in whole seconds rounded
 ///   up, never 0, plus the optional jitter; none when a refusal can never pass.
 /// - A degraded decision (the store failed and the failure policy answered) carries invented
@@ -285,6 +303,20 @@ public:
         return (*this)(std::span<const PolicyDecision>(&one, 1), context);
     }
 
+    /// The fields for a request checked by a limit set: its members' policies
+    /// (`QuotaPolicy::forLimitSet`) and decisions (`Limiter::tryAcquire(key, cost, each)`), in
+    /// the members' order, one list member each.
+    template <std::size_t N>
+    [[nodiscard]] std::vector<Header> operator()(const std::array<QuotaPolicy, N>& policies,
+                                                 const std::array<Decision, N>& each,
+                                                 const ResponseContext& context = {}) const {
+        std::array<PolicyDecision, N> checks;
+        for (std::size_t i = 0; i < N; ++i) {
+            checks[i] = {&policies[i], each[i]};
+        }
+        return (*this)(std::span<const PolicyDecision>(checks), context);
+    }
+
     [[nodiscard]] const HeaderOptions& options() const noexcept { return options_; }
 
 private:
@@ -300,18 +332,12 @@ private:
         return pk;
     }
 
-    /// True when `c` binds rather than `binding` (the policy so far): the first refusal, else
-    /// the one with the least remaining.
+    /// True when `c` binds rather than `binding` (the policy so far): `detail::bindsTighter`.
     static bool binds(const PolicyDecision& c, const PolicyDecision* binding) noexcept {
         if (binding == nullptr) {
             return true;
         }
-        const Decision& now = c.decision;
-        const Decision& before = binding->decision;
-        if (before.allowed != now.allowed) {
-            return !now.allowed;
-        }
-        return now.allowed && now.remaining < before.remaining;
+        return detail::bindsTighter(c.decision, binding->decision);
     }
 
     /// One list member of `RateLimit-Policy` and one of `RateLimit` for `c`.

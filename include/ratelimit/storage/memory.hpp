@@ -5,6 +5,7 @@
 #include <string_view>
 #include <utility>
 
+#include <ratelimit/algorithms/limit_set.hpp>
 #include <ratelimit/algorithms/model.hpp>
 #include <ratelimit/clock.hpp>
 #include <ratelimit/decision.hpp>
@@ -58,7 +59,7 @@ public:
     /// Throws: `std::invalid_argument` when the quota is not representable in 64-bit state, or
     /// when a limiter of that name and model already uses a different quota.
     template <AlgorithmModel M>
-    [[nodiscard]] Table<M> table(const LimiterOptions& options, const Quota& quota) const;
+    [[nodiscard]] Table<M> table(const LimiterOptions& options, const QuotaOf<M>& quota) const;
 };
 
 namespace detail {
@@ -74,10 +75,11 @@ class MemoryStorage::Table {
 public:
     explicit Table(detail::Ref<detail::MemoryTable<M>> impl) : impl_(std::move(impl)) {}
 
-    /// Applies the model's step to `key` atomically. Throws: `std::bad_alloc` only.
+    /// Applies the model's step to `key` atomically (a limit set's members' decisions to
+    /// `each`, when given). Throws: `std::bad_alloc` only.
     [[nodiscard]] Decision step(std::string_view key, detail::TickSource now, std::int64_t cost,
-                                StepMode mode) const {
-        return impl_->step(key, now, cost, mode);
+                                StepMode mode, detail::EachOf<M>* each = nullptr) const {
+        return impl_->step(key, now, cost, mode, each);
     }
     /// Makes `key` fresh (a spilled key shares its entry and is left alone).
     void reset(std::string_view key) const { impl_->reset(key); }
@@ -88,7 +90,7 @@ private:
 
 template <AlgorithmModel M>
 MemoryStorage::Table<M> MemoryStorage::table(const LimiterOptions& options,
-                                             const Quota& quota) const {
+                                             const QuotaOf<M>& quota) const {
     detail::checkRange<M>(quota, detail::kMemoryRange);
     detail::Ref<detail::MemoryTable<M>> table =
         shared()->registry.template tableOf<detail::MemoryTable<M>>(options.name, M::kName, [&] {
@@ -97,10 +99,13 @@ MemoryStorage::Table<M> MemoryStorage::table(const LimiterOptions& options,
     // Keys' times and how long entries stay must agree too, or one limiter would read the
     // other's entries on another timeline. (Checked outside the registry's lock: should this
     // handle be the table's last, dropping it takes that lock.)
-    const Quota& q = table->quota();
-    if (q.count != quota.count || q.burst != quota.burst || q.period != quota.period ||
-        q.nanosPerTick != quota.nanosPerTick || q.maxRunsPerKey != quota.maxRunsPerKey ||
-        q.lateTolerance != quota.lateTolerance || q.keyTimeSpread != quota.keyTimeSpread) {
+    bool same = false;
+    if constexpr (detail::kIsLimitSet<M>) {
+        same = table->quota() == quota;
+    } else {
+        same = detail::sameQuota(table->quota(), quota);
+    }
+    if (!same) {
         detail::throwInvalidArgument(
             "a {} limiter named \"{}\" already uses this storage with another limit or options; "
             "give each limiter its own name",

@@ -43,7 +43,7 @@ inline namespace v1 {
 /// models share pieces without a constant joined at compile time (the constant evaluator
 /// copies a character at a time, in every file that includes a model).
 template <class M>
-concept RedisModel = AlgorithmModel<M> && requires {
+concept RedisScriptedModel = AlgorithmModel<M> && requires {
     std::span<const std::string_view>(M::kLua);
     { M::kStateVersion } -> std::convertible_to<int>;
     std::span<const std::string_view>(M::kStateFields);
@@ -51,9 +51,23 @@ concept RedisModel = AlgorithmModel<M> && requires {
 
 namespace detail {
 
+template <class M>
+inline constexpr bool kScriptedSet = false;
+template <class... Ms>
+inline constexpr bool kScriptedSet<LimitSetModel<Ms...>> = (RedisScriptedModel<Ms> && ...);
+
+}  // namespace detail
+
+/// A model the Redis storage runs: one with its Lua (`RedisScriptedModel`), or a limit set of
+/// such models, run as one script over one key per member.
+template <class M>
+concept RedisModel = RedisScriptedModel<M> || detail::kScriptedSet<M>;
+
+namespace detail {
+
 /// What `composeScript` takes from `M`. A model whose Lua encodes its state itself says so
 /// with `static constexpr bool kLuaEncodesState = true`.
-template <RedisModel M>
+template <RedisScriptedModel M>
 constexpr ScriptModel scriptModel() noexcept {
     bool encodes = false;
     if constexpr (requires { M::kLuaEncodesState; }) {
@@ -107,7 +121,7 @@ public:
     /// Throws: `std::invalid_argument` when the quota's arithmetic reaches 2^53 µs, or the
     /// name holds `{` or `}`.
     template <RedisModel M>
-    [[nodiscard]] Table<M> table(const LimiterOptions& options, const Quota& quota) const {
+    [[nodiscard]] Table<M> table(const LimiterOptions& options, const QuotaOf<M>& quota) const {
         if (options.name.find_first_of("{}") != std::string::npos) {
             detail::throwInvalidArgument(
                 "LimiterOptions.name must not contain '{' or '}' with Redis (got \"{}\")",
@@ -145,12 +159,36 @@ inline constexpr std::array<std::string_view, kQuotaArguments.size()> kQuotaArgu
     return names;
 }();
 
-/// The quota's arguments, in decimal.
-inline std::vector<std::string> quotaArguments(const Quota& q) {
-    std::vector<std::string> values;
-    values.reserve(kQuotaArguments.size());
+/// The quota's arguments, in decimal, appended to `values`.
+inline void appendQuotaArguments(std::vector<std::string>& values, const Quota& q) {
     for (const QuotaArgument& a : kQuotaArguments) {
         values.push_back(decimal(q.*a.field));
+    }
+}
+
+/// A model's script and the quota arguments its calls send: a limit set's holds each
+/// member's model once and reads each member's quota in turn (`composeSetScript`).
+template <RedisModel M>
+std::string scriptOf() {
+    if constexpr (kIsLimitSet<M>) {
+        std::array<ScriptModel, M::kSize> members{};
+        M::forEach(
+            [&]<std::size_t I>() { members[I] = scriptModel<typename M::template Member<I>>(); });
+        return composeSetScript(members, kQuotaArgumentNames);
+    } else {
+        return composeScript(scriptModel<M>(), kQuotaArgumentNames);
+    }
+}
+
+template <RedisModel M>
+std::vector<std::string> quotaArguments(const QuotaOf<M>& q) {
+    std::vector<std::string> values;
+    if constexpr (kIsLimitSet<M>) {
+        for (const Quota& member : q.members) {
+            appendQuotaArguments(values, member);
+        }
+    } else {
+        appendQuotaArguments(values, q);
     }
     return values;
 }
@@ -302,7 +340,7 @@ struct RedisShared final : RefCounted {
 template <RedisModel M>
 class RedisFallback final : public RefCounted {
 public:
-    RedisFallback(std::size_t maxKeys, LimiterOptions options, const Quota& quota,
+    RedisFallback(std::size_t maxKeys, LimiterOptions options, const QuotaOf<M>& quota,
                   const RedisLink& link)
         : maxKeys_(maxKeys), options_(std::move(options)), quota_(quota), tables_(make(link)) {}
 
@@ -328,7 +366,7 @@ private:
 
     std::size_t maxKeys_;
     LimiterOptions options_;
-    Quota quota_;
+    QuotaOf<M> quota_;
     PerProcess<Made> tables_;
 };
 
@@ -339,42 +377,50 @@ private:
 template <RedisModel M>
 class RedisStorage::Table {
 public:
+    /// A limit set's members' decisions (`LimitSetModel::Decisions`); empty otherwise.
+    using Each = detail::EachOf<M>;
+
     Table(detail::Ref<detail::RedisShared> shared, const LimiterOptions& options,
-          const Quota& quota)
+          const QuotaOf<M>& quota)
         : shared_(std::move(shared)),
-          keyPrefix_(shared_->options.keyPrefix + ":" + options.name + ":" + std::string(M::kName) +
-                     ":v" + std::to_string(M::kStateVersion)),
-          script_(detail::composeScript(detail::scriptModel<M>(), detail::kQuotaArgumentNames)),
+          keyPrefixes_(keyPrefixes(shared_->options.keyPrefix + ":" + options.name + ":" +
+                                   std::string(M::kName))),
+          script_(detail::scriptOf<M>()),
           sha_(detail::sha1Hex(script_)),
           quota_(quota),
           policy_(options.failurePolicy),
-          quotaArguments_(detail::quotaArguments(quota)),
+          quotaArguments_(detail::quotaArguments<M>(quota)),
           fallback_(detail::Ref<detail::RedisFallback<M>>::make(
               shared_->options.fallbackMaxKeys, options, quota, shared_->links.current())) {}
 
     /// One check at the time `now` gives (µs ticks of the limiter's clock), read just before
     /// the request is sent.
     [[nodiscard]] Decision step(std::string_view key, detail::TickSource now, std::int64_t cost,
-                                StepMode mode) const {
+                                StepMode mode, Each* each = nullptr) const {
         const Tick tick = now();
-        return call(key, detail::decimal(tick), 0, cost, mode, tick);
+        return call(key, detail::decimal(tick), 0, cost, mode, tick, each);
     }
 
     /// One check at the server's `TIME`, minus the key's window phase (µs).
     [[nodiscard]] Decision stepAtStoreTime(std::string_view key, Tick phase, std::int64_t cost,
-                                           StepMode mode) const {
+                                           StepMode mode, Each* each = nullptr) const {
         const Tick local = std::chrono::duration_cast<std::chrono::microseconds>(
                                std::chrono::system_clock::now().time_since_epoch())
                                .count();
-        return call(key, std::string(), phase, cost, mode, detail::satSub(local, phase));
+        return call(key, std::string(), phase, cost, mode, detail::satSub(local, phase), each);
     }
 
     /// Deletes the key's state in Redis (and in the fallback table).
     void reset(std::string_view key) const {
         detail::RedisLink& link = shared_->links.current();
         fallback_->of(link).reset(key);
+        const std::vector<std::string> keys = redisKeys(key);
         std::string request;
-        detail::appendCommand(request, {"DEL", redisKey(key)});
+        detail::appendCommandHeader(request, 1 + keys.size());
+        detail::appendArgument(request, "DEL");
+        for (const std::string& k : keys) {
+            detail::appendArgument(request, k);
+        }
         if (!link.breaker.admit().proceed) {
             return;  // no I/O during an outage; the key expires on its own
         }
@@ -382,69 +428,95 @@ public:
         link.pool.exchange(request, shared_->deadline(), status);
     }
 
-    /// The Redis key holding `key`'s state, `<keyPrefix>:<name>:<model>:v<kStateVersion>{<length>:
-    /// <key>}`: the length prefix keeps the encoding injective and the hash tag non-empty (the
-    /// empty key included), so one check stays in one Cluster slot; the version keeps a state
-    /// written in another encoding from being read.
-    [[nodiscard]] std::string redisKey(std::string_view key) const {
-        std::string k;
-        k.reserve(keyPrefix_.size() + key.size() + 24);
-        k.append(keyPrefix_)
-            .append("{")
-            .append(detail::decimal(static_cast<std::int64_t>(key.size())));
-        k.append(":").append(key).append("}");
-        return k;
+    /// The Redis keys holding `key`'s state, `<keyPrefix>:<name>:<model>:v<kStateVersion>{<length>:
+    /// <key>}`; for a limit set one per member, `<keyPrefix>:<name>:<set>:<i>:<model>:v<N>{…}`,
+    /// where `<set>` joins the members' names with `+` and `i` counts from 0. The length prefix
+    /// keeps the encoding injective and the hash tag non-empty (the empty key included), so one
+    /// check, all of a set's members included, stays in one Cluster slot; the version keeps a
+    /// state written in another encoding from being read.
+    [[nodiscard]] std::vector<std::string> redisKeys(std::string_view key) const {
+        std::vector<std::string> keys;
+        keys.reserve(keyPrefixes_.size());
+        const std::string tag = "{" + detail::decimal(static_cast<std::int64_t>(key.size())) + ":";
+        for (const std::string& prefix : keyPrefixes_) {
+            std::string k;
+            k.reserve(prefix.size() + tag.size() + key.size() + 1);
+            keys.push_back(k.append(prefix).append(tag).append(key).append("}"));
+        }
+        return keys;
+    }
+
+    /// The Redis key of a single model's `key` (see `redisKeys`).
+    [[nodiscard]] std::string redisKey(std::string_view key) const
+        requires(!detail::kIsLimitSet<M>) {
+        return std::move(redisKeys(key).front());
     }
 
     [[nodiscard]] const std::string& script() const noexcept { return script_; }
     [[nodiscard]] const std::string& scriptSha() const noexcept { return sha_; }
 
 private:
+    /// The key prefixes of the model's state, one per member for a set (see `redisKeys`).
+    static std::vector<std::string> keyPrefixes(const std::string& base) {
+        if constexpr (detail::kIsLimitSet<M>) {
+            std::vector<std::string> prefixes;
+            M::forEach([&]<std::size_t I>() {
+                using Member = typename M::template Member<I>;
+                prefixes.push_back(base + ":" + std::to_string(I) + ":" +
+                                   std::string(Member::kName) + ":v" +
+                                   std::to_string(Member::kStateVersion));
+            });
+            return prefixes;
+        } else {
+            return {base + ":v" + std::to_string(M::kStateVersion)};
+        }
+    }
+
     [[nodiscard]] Decision call(std::string_view key, const std::string& now, Tick phase,
-                                std::int64_t cost, StepMode mode, Tick fallbackNow) const {
+                                std::int64_t cost, StepMode mode, Tick fallbackNow,
+                                Each* each) const {
         detail::RedisLink& link = shared_->links.current();
         const auto admission = link.breaker.admit();
         if (!admission.proceed) {
             shared_->shortCircuited.fetch_add(1, std::memory_order_relaxed);
             return degrade(link, {StoreError::kCircuitOpen, "the circuit breaker is open"}, key,
-                           cost, mode, fallbackNow, admission.wait);
+                           cost, mode, fallbackNow, admission.wait, each);
         }
         const detail::ScriptCall script{now, cost, mode == StepMode::kConsume, phase};
         detail::IoStatus status;
-        const std::optional<Decision> answer = run(link, key, script, shared_->deadline(), status);
+        const std::optional<Decision> answer =
+            run(link, key, script, shared_->deadline(), status, each);
         if (answer) {
             shared_->report(link.breaker.succeeded(admission));
             return *answer;
         }
         shared_->report(
             link.breaker.failed(admission, status.error, status.message, detail::outage(status)));
-        return degrade(link, status, key, cost, mode, fallbackNow, link.breaker.untilProbe());
+        return degrade(link, status, key, cost, mode, fallbackNow, link.breaker.untilProbe(), each);
     }
 
     std::optional<Decision> run(detail::RedisLink& link, std::string_view key,
                                 const detail::ScriptCall& script, detail::Deadline deadline,
-                                detail::IoStatus& status) const {
-        const std::string redisKeyName = redisKey(key);
-        detail::ReplyPtr reply =
-            send(link, "EVALSHA", sha_, redisKeyName, script, deadline, status);
+                                detail::IoStatus& status, Each* each) const {
+        const std::vector<std::string> keys = redisKeys(key);
+        detail::ReplyPtr reply = send(link, "EVALSHA", sha_, keys, script, deadline, status);
         if (reply && isNoScript(*reply)) {
             // The script did not run (restart, failover, SCRIPT FLUSH): the one resend allowed.
             shared_->scriptResends.fetch_add(1, std::memory_order_relaxed);
-            reply = send(link, "EVAL", script_, redisKeyName, script, deadline, status);
+            reply = send(link, "EVAL", script_, keys, script, deadline, status);
         }
         if (!reply) {
             return std::nullopt;
         }
-        return parse(*reply, status);
+        return parse(*reply, status, each);
     }
 
     detail::ReplyPtr send(detail::RedisLink& link, std::string_view verb,
-                          std::string_view scriptOrSha, std::string_view redisKeyName,
+                          std::string_view scriptOrSha, std::span<const std::string> keys,
                           const detail::ScriptCall& script, detail::Deadline deadline,
                           detail::IoStatus& status) const {
         std::string request;
-        detail::appendScriptRequest(request, verb, scriptOrSha, redisKeyName, script,
-                                    quotaArguments_);
+        detail::appendScriptRequest(request, verb, scriptOrSha, keys, script, quotaArguments_);
         shared_->requests.fetch_add(1, std::memory_order_relaxed);
         return link.pool.exchange(request, deadline, status);
     }
@@ -454,13 +526,23 @@ private:
                std::string_view(reply.str, reply.len).substr(0, 8) == "NOSCRIPT";
     }
 
-    std::optional<Decision> parse(const redisReply& reply, detail::IoStatus& status) const {
+    /// The script's reply: {allowed, limit, remaining, retry, reset} for a single model; for
+    /// a set {allowed, then allowed, remaining, retry, reset per member}.
+    std::optional<Decision> parse(const redisReply& reply, detail::IoStatus& status,
+                                  Each* each) const {
         if (reply.type == REDIS_REPLY_ERROR) {
             const std::string_view text(reply.str, reply.len);
             status = {detail::classifyErrorReply(text), std::string(text)};
             return std::nullopt;
         }
-        constexpr std::size_t kFields = 5;  // allowed, limit, remaining, retry, reset
+        constexpr std::size_t kMemberFields = 4;  // allowed, remaining, retry, reset
+        constexpr std::size_t kFields = [] {
+            if constexpr (detail::kIsLimitSet<M>) {
+                return 1 + kMemberFields * M::kSize;
+            } else {
+                return std::size_t{5};
+            }
+        }();
         if (reply.type != REDIS_REPLY_ARRAY || reply.elements != kFields) {
             status = {StoreError::kProtocol, "unexpected script reply"};
             return std::nullopt;
@@ -473,55 +555,92 @@ private:
             }
             v[i] = reply.element[i]->integer;
         }
-        // v[1] is the limit, quota_.capacity: the decision builders fill it in.
-        const std::int64_t remaining = v[2];
-        const std::int64_t retry = v[3];
-        const std::int64_t reset = v[4];
-        if (v[0] != 0) {
-            return detail::admitted(quota_, remaining, reset);
+        // The limit is the quota's capacity: the decision builders fill it in.
+        if constexpr (detail::kIsLimitSet<M>) {
+            typename M::Decisions members;
+            for (std::size_t i = 0; i < M::kSize; ++i) {
+                const std::int64_t* f = &v[1 + kMemberFields * i];
+                members[i] = decisionOf(quota_.members[i], f[0] != 0, f[1], f[2], f[3]);
+            }
+            if (each != nullptr) {
+                *each = members;
+            }
+            return M::bind(members);
+        } else {
+            (void)each;
+            return decisionOf(quota_, v[0] != 0, v[2], v[3], v[4]);
         }
-        return retry < 0 ? detail::refusedForever(quota_, remaining, reset)
-                         : detail::refused(quota_, remaining, retry, reset);
     }
 
-    /// The declared failure policy's answer; every one is marked degraded.
+    static Decision decisionOf(const Quota& q, bool allowed, std::int64_t remaining,
+                               std::int64_t retry, std::int64_t reset) noexcept {
+        if (allowed) {
+            return detail::admitted(q, remaining, reset);
+        }
+        return retry < 0 ? detail::refusedForever(q, remaining, reset)
+                         : detail::refused(q, remaining, retry, reset);
+    }
+
+    /// The declared failure policy's answer; every one is marked degraded (a set's members'
+    /// too).
     [[nodiscard]] Decision degrade(const detail::RedisLink& link, const detail::IoStatus& status,
                                    std::string_view key, std::int64_t cost, StepMode mode, Tick now,
-                                   std::chrono::nanoseconds untilProbe) const {
+                                   std::chrono::nanoseconds untilProbe, Each* each) const {
         shared_->failures.fetch_add(1, std::memory_order_relaxed);
         shared_->failuresByKind[static_cast<std::size_t>(status.error)].fetch_add(
             1, std::memory_order_relaxed);
-        const std::int64_t limit = quota_.capacity;
-        const auto fixed = [now] { return now; };
+        if (policy_ == FailurePolicy::kThrow) {
+            throw StoreException(status.error, status.message);
+        }
         Decision d;
-        switch (policy_) {
-            case FailurePolicy::kThrow:
-                throw StoreException(status.error, status.message);
-            case FailurePolicy::kFallBackToMemory:
-                d = fallback_->of(link).step(key, detail::TickSource(fixed), cost, mode);
-                break;
-            case FailurePolicy::kFailOpen:
-                d.allowed = cost <= limit;
-                d.limit = limit;
-                d.remaining = cost <= limit ? limit - cost : limit;
-                d.retryAfter = cost <= limit ? std::chrono::nanoseconds{0} : Decision::kNever;
-                break;
-            case FailurePolicy::kFailClosed:
-                d.allowed = false;
-                d.limit = limit;
-                d.remaining = 0;
-                d.retryAfter = cost <= limit ? untilProbe : Decision::kNever;
-                break;
+        if (policy_ == FailurePolicy::kFallBackToMemory) {
+            const auto fixed = [now] { return now; };
+            d = fallback_->of(link).step(key, detail::TickSource(fixed), cost, mode, each);
+        } else if constexpr (detail::kIsLimitSet<M>) {
+            typename M::Decisions members;
+            for (std::size_t i = 0; i < M::kSize; ++i) {
+                members[i] = answered(quota_.members[i].capacity, cost, untilProbe);
+            }
+            d = M::bind(members);
+            if (each != nullptr) {
+                *each = members;
+            }
+        } else {
+            d = answered(quota_.capacity, cost, untilProbe);
         }
         d.degraded = true;
+        if constexpr (detail::kIsLimitSet<M>) {
+            if (each != nullptr) {
+                for (Decision& member : *each) {
+                    member.degraded = true;
+                }
+            }
+        }
+        return d;
+    }
+
+    /// What fail-open or fail-closed answers for a limit of `limit`.
+    [[nodiscard]] Decision answered(std::int64_t limit, std::int64_t cost,
+                                    std::chrono::nanoseconds untilProbe) const noexcept {
+        Decision d;
+        d.limit = limit;
+        if (policy_ == FailurePolicy::kFailOpen) {
+            d.allowed = cost <= limit;
+            d.remaining = cost <= limit ? limit - cost : limit;
+            d.retryAfter = cost <= limit ? std::chrono::nanoseconds{0} : Decision::kNever;
+        } else {
+            d.allowed = false;
+            d.remaining = 0;
+            d.retryAfter = cost <= limit ? untilProbe : Decision::kNever;
+        }
         return d;
     }
 
     detail::Ref<detail::RedisShared> shared_;
-    std::string keyPrefix_;
+    std::vector<std::string> keyPrefixes_;
     std::string script_;
     std::string sha_;
-    Quota quota_;
+    QuotaOf<M> quota_;
     FailurePolicy policy_;
     std::vector<std::string> quotaArguments_;
     detail::Ref<detail::RedisFallback<M>> fallback_;

@@ -1,10 +1,12 @@
 #pragma once
 
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 #include <utility>
 
+#include <ratelimit/algorithms/limit_set.hpp>
 #include <ratelimit/algorithms/model.hpp>
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/checked_math.hpp>
@@ -30,7 +32,7 @@ inline namespace v1 {
 /// used. A storage with a store-side clock also offers `stepAtStoreTime(key, phase, cost, mode)`.
 template <class S, class M>
 concept StoragePolicy = AlgorithmModel<M> && std::copy_constructible<S> &&
-    requires(const S& storage, const LimiterOptions& options, const Quota& quota) {
+    requires(const S& storage, const LimiterOptions& options, const QuotaOf<M>& quota) {
     typename S::DefaultClock;
     { S::kSharedAcrossHosts } -> std::convertible_to<bool>;
     { storage.template table<M>(options, quota) } -> std::copy_constructible;
@@ -119,15 +121,21 @@ inline void checkRange(const Quota& q, const ModelRange& r, const StorageRange& 
     }
 }
 
-/// Refuses a quota whose arithmetic under model `M` leaves `range` (see above). Throws:
-/// `std::invalid_argument`.
+/// Refuses a quota whose arithmetic under model `M` leaves `range` (see above); a limit set's,
+/// member by member. Throws: `std::invalid_argument`.
 template <AlgorithmModel M>
-void checkRange(const Quota& q, const StorageRange& range) {
-    // A window's span is a multiple of its period: the period scales down with it. A bucket's
-    // refill scales with burst·period/count.
-    checkRange(q, M::range(q), range, M::kName,
-               M::kBucket ? "lower burst·period/count; the largest accepted period here is "
-                          : "the largest accepted period is ");
+void checkRange(const QuotaOf<M>& q, const StorageRange& range) {
+    if constexpr (kIsLimitSet<M>) {
+        M::forEach([&]<std::size_t I>() {
+            checkRange<typename M::template Member<I>>(q.members[I], range);
+        });
+    } else {
+        // A window's span is a multiple of its period: the period scales down with it. A
+        // bucket's refill scales with burst·period/count.
+        checkRange(q, M::range(q), range, M::kName,
+                   M::kBucket ? "lower burst·period/count; the largest accepted period here is "
+                              : "the largest accepted period is ");
+    }
 }
 
 }  // namespace detail

@@ -1,0 +1,260 @@
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include <ratelimit/algorithms/model.hpp>
+#include <ratelimit/decision.hpp>
+#include <ratelimit/detail/checked_math.hpp>
+#include <ratelimit/detail/inline.hpp>
+#include <ratelimit/limit.hpp>
+#include <ratelimit/quota.hpp>
+
+namespace ratelimit {
+inline namespace v1 {
+namespace detail {
+
+/// The states of a set's members, each in place: a `std::tuple` is not trivially copyable,
+/// which would cost a set of buckets its copy-free step.
+template <class... States>
+struct StateList {};
+
+template <class Head, class... Tail>
+struct StateList<Head, Tail...> {
+    Head head{};
+    [[no_unique_address]] StateList<Tail...> tail{};
+};
+
+template <std::size_t I, class List>
+constexpr auto& member(List& list) noexcept {
+    if constexpr (I == 0) {
+        return list.head;
+    } else {
+        return member<I - 1>(list.tail);
+    }
+}
+
+/// The members' names joined by `+`: the set's name, so that two sets of different members
+/// never share a table or a Redis key.
+template <class... Ms>
+struct JoinedNames {
+    static constexpr std::size_t kSize = (Ms::kName.size() + ...) + sizeof...(Ms) - 1;
+    static constexpr std::array<char, kSize> kChars = [] {
+        std::array<char, kSize> chars{};
+        std::size_t at = 0;
+        const auto append = [&](std::string_view name) {
+            if (at > 0) {
+                chars[at++] = '+';
+            }
+            for (const char c : name) {
+                chars[at++] = c;
+            }
+        };
+        (append(Ms::kName), ...);
+        return chars;
+    }();
+    static constexpr std::string_view kView{kChars.data(), kSize};
+};
+
+}  // namespace detail
+
+/// A limit set: several limits on one key, checked and consumed all or nothing (for example a
+/// token bucket of 30 per minute with a burst of 10, and a fixed window of 1,000 per day). A
+/// call is admitted only when every member admits it, and then every member consumes its cost;
+/// a refusal by any member consumes from none (a refusing member may still rebase after a clock
+/// step back, as it would alone). The members' states sit side by side in one entry per key,
+/// stepped under one lock in memory and in one script in Redis.
+///
+/// The decision is the binding member's, with its index in `Decision::policy`: when refused,
+/// the member with the longest `retryAfter` (the wait after which the whole set admits the same
+/// call: no member's admission is undone by waiting); when admitted, the member with the least
+/// `remaining`. Ties go to the lower index. Each member's own decision is available too
+/// (`Limiter::tryAcquire(key, cost, each)`): after a refusal, a member that would have admitted
+/// reports its figures as they stand, nothing consumed.
+///
+/// A set of one member is that member's model itself (see `LimitSet`).
+template <AlgorithmModel... Ms>
+requires(sizeof...(Ms) >= 2 && (std::is_same_v<QuotaOf<Ms>, Quota> && ...)) struct LimitSetModel {
+    static constexpr std::size_t kSize = sizeof...(Ms);
+    static constexpr std::string_view kName = detail::JoinedNames<Ms...>::kView;
+    /// No windows to shift: a set's members may have different periods, so their phases would
+    /// differ; `LimiterOptions::spreadWindowResets` is refused for a set.
+    static constexpr bool kBucket = true;
+    using Members = std::tuple<Ms...>;
+    template <std::size_t I>
+    using Member = std::tuple_element_t<I, Members>;
+
+    /// The members' limits, in the order of the members.
+    using Limits = std::array<Limit, kSize>;
+    /// The members' decisions, in the order of the members.
+    using Decisions = std::array<Decision, kSize>;
+
+    struct State {
+        detail::StateList<typename Ms::State...> members;
+    };
+
+    /// The members' quotas, and in the base what a storage reads of any quota: the smallest
+    /// capacity (no cost above it can pass), the tick and the late-call tolerance.
+    struct QuotaType : Quota {
+        std::array<Quota, kSize> members{};
+
+        /// Compiles each member's limit (see `Quota::make`). Throws: `std::invalid_argument`.
+        template <class Self>
+        static QuotaType make(const Limits& limits, std::int64_t nanosPerTick,
+                              std::int64_t maxRunsPerKey, Tick lateToleranceTicks = 0) {
+            QuotaType q;
+            forEach([&]<std::size_t I>() {
+                q.members[I] = Quota::make<Member<I>>(limits[I], nanosPerTick, maxRunsPerKey,
+                                                      lateToleranceTicks);
+            });
+            static_cast<Quota&>(q) = q.members[0];
+            for (const Quota& m : q.members) {
+                q.capacity = m.capacity < q.capacity ? m.capacity : q.capacity;
+            }
+            return q;
+        }
+
+        /// Whether two sets' quotas agree member by member (`detail::sameQuota`).
+        friend bool operator==(const QuotaType& a, const QuotaType& b) noexcept {
+            for (std::size_t i = 0; i < kSize; ++i) {
+                if (!detail::sameQuota(a.members[i], b.members[i])) {
+                    return false;
+                }
+            }
+            return true;
+        }
+    };
+
+    /// The capacity a client sees of the whole set: the smallest member's.
+    static constexpr std::int64_t capacity(const Limits& limits) noexcept {
+        std::int64_t smallest = Member<0>::capacity(limits[0]);
+        forEach([&]<std::size_t I>() {
+            const std::int64_t c = Member<I>::capacity(limits[I]);
+            smallest = c < smallest ? c : smallest;
+        });
+        return smallest;
+    }
+
+    RATELIMIT_INLINE static Decision step(State& state, const QuotaType& q, Tick now,
+                                          std::int64_t cost) {
+        Decisions each;
+        return step(state, q, now, cost, each);
+    }
+
+    /// Steps every member at `now`; writes the members' states only if all admit (or, for a
+    /// refusing member alone, its rebase). Fills `each` with the members' decisions.
+    RATELIMIT_INLINE static Decision step(State& state, const QuotaType& q, Tick now,
+                                          std::int64_t cost, Decisions& each) {
+        State next = state;
+        bool all = true;
+        forEach([&]<std::size_t I>() {
+            each[I] = Member<I>::step(detail::member<I>(next.members), q.members[I], now, cost);
+            all = all && each[I].allowed;
+        });
+        if (all) {
+            state = std::move(next);
+            return bind(each);
+        }
+        forEach([&]<std::size_t I>() {
+            auto& mine = detail::member<I>(state.members);
+            if (!each[I].allowed) {
+                mine = std::move(detail::member<I>(next.members));  // its own rebase, if any
+            } else {
+                // Nothing consumed: its figures as they stand (a zero cost writes nothing).
+                typename Member<I>::State copy = mine;
+                each[I] = Member<I>::step(copy, q.members[I], now, 0);
+            }
+        });
+        return bind(each);
+    }
+
+    /// The binding member's decision, with its index in `policy` (see the class comment).
+    static Decision bind(const Decisions& each) noexcept {
+        std::uint32_t binding = 0;
+        for (std::uint32_t i = 1; i < kSize; ++i) {
+            binding = detail::bindsTighter(each[i], each[binding]) ? i : binding;
+        }
+        Decision d = each[binding];
+        d.policy = binding;
+        return d;
+    }
+
+    static bool isFresh(const State& state, const QuotaType& q, Tick now) {
+        bool fresh = true;
+        forEach([&]<std::size_t I>() {
+            fresh =
+                fresh && Member<I>::isFresh(detail::member<I>(state.members), q.members[I], now);
+        });
+        return fresh;
+    }
+
+    static Tick lastWrite(const State& state) noexcept {
+        Tick last = detail::kInt64Min;
+        forEach([&]<std::size_t I>() {
+            const Tick t = Member<I>::lastWrite(detail::member<I>(state.members));
+            last = t > last ? t : last;
+        });
+        return last;
+    }
+
+    /// The widest magnitudes of any member (the storages check each member on its own too).
+    static ModelRange range(const QuotaType& q) noexcept {
+        ModelRange widest{0, 0};
+        forEach([&]<std::size_t I>() {
+            const ModelRange r = Member<I>::range(q.members[I]);
+            widest.span = r.span > widest.span ? r.span : widest.span;
+            widest.units = r.units > widest.units ? r.units : widest.units;
+        });
+        return widest;
+    }
+
+    /// The heap a key's members may hold (the sliding log's runs), where one holds any.
+    static std::size_t heapBytes(const QuotaType& q) noexcept
+        requires(requires(const Quota& x) { Ms::heapBytes(x); } || ...) {
+        std::size_t bytes = 0;
+        forEach([&]<std::size_t I>() {
+            if constexpr (requires(const Quota& x) { Member<I>::heapBytes(x); }) {
+                bytes += Member<I>::heapBytes(q.members[I]);
+            }
+        });
+        return bytes;
+    }
+
+    /// Calls `f.template operator()<I>()` for each member index, in order.
+    template <class F>
+    static constexpr void forEach(F&& f) {
+        [&]<std::size_t... I>(std::index_sequence<I...>) { (f.template operator()<I>(), ...); }
+        (std::make_index_sequence<kSize>{});
+    }
+};
+
+namespace detail {
+
+template <class... Ms>
+struct SetOf {
+    using type = LimitSetModel<Ms...>;
+};
+template <class M>
+struct SetOf<M> {
+    using type = M;
+};
+
+template <class M>
+inline constexpr bool kIsLimitSet = false;
+template <class... Ms>
+inline constexpr bool kIsLimitSet<LimitSetModel<Ms...>> = true;
+
+}  // namespace detail
+
+/// The limit set of the models `Ms`, in order (`LimitSetModel`); a set of one model is that
+/// model, and costs exactly what it costs alone.
+template <AlgorithmModel... Ms>
+using LimitSet = typename detail::SetOf<Ms...>::type;
+
+}  // namespace v1
+}  // namespace ratelimit

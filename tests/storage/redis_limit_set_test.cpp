@@ -1,0 +1,225 @@
+// Tests of limit sets (include/ratelimit/algorithms/limit_set.hpp) over include/ratelimit/
+// storage/redis.hpp: one script call steps every member, each in its own key under the key's
+// one hash tag, and decides as the memory storage does, member by member (a randomized
+// differential run, clock steps back included); the failure policies answer for every member.
+// The multi-process exactness test is in tests/storage/redis_concurrency_test.cpp. Each test
+// starts its own redis-server (tests/support/redis_server.hpp).
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <hiredis/hiredis.h>
+
+#include <ratelimit/redis.hpp>
+
+#include "support/catch.hpp"
+#include "support/limiters.hpp"
+#include "support/random_traffic.hpp"
+#include "support/redis_server.hpp"
+#include "support/redis_storage_support.hpp"
+#include "support/redis_test_server.hpp"
+
+using namespace std::chrono_literals;
+
+namespace ratelimit_test {
+
+using ratelimit::FixedWindowModel;
+using ratelimit::LeakyBucketModel;
+using ratelimit::LimitSet;
+using ratelimit::SlidingCounterModel;
+using ratelimit::SlidingLogModel;
+using ratelimit::TokenBucketModel;
+
+/// Every algorithm in a set, 2 to 4 members, a model twice.
+using RedisSets =
+    std::tuple<LimitSet<TokenBucketModel, FixedWindowModel>,
+               LimitSet<SlidingLogModel, SlidingCounterModel, LeakyBucketModel>,
+               LimitSet<FixedWindowModel, SlidingLogModel, TokenBucketModel, TokenBucketModel>>;
+
+namespace {
+
+/// A random member limit in whole microseconds: 1 … 12 per 10 ms … 1 day, a bucket's burst
+/// 1 … 15.
+template <class Model>
+Limit randomMemberLimit(Rng& rng) {
+    constexpr std::array<std::chrono::nanoseconds, 4> kPeriods{10ms, 1s, 1min, 24h};
+    const Limit limit =
+        Limit::per(uniform(rng, 1, 12), kPeriods[static_cast<std::size_t>(uniform(rng, 0, 3))]);
+    return Model::kBucket ? limit.withBurst(uniform(rng, 1, 15)) : limit;
+}
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("RedisStorage: a limit set decides as in memory, member by member",
+                        "[redis_storage][redis][limit_set]", RedisSets) {
+    using Set = TestType;
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    const RedisStorage storage(storageOptions(*server, "rl-set-parity"));
+    Rng rng(testSeed() + Set::kSize);
+    // An hour's late-call tolerance keeps every key in Redis for an hour of real time at
+    // least, so Redis never drops a state the simulated clock still needs (memory and Redis
+    // read a stale state alike); steps back by more than an hour still rebase.
+    LimiterOptions options = limiterOptions("parity");
+    options.lateCallTolerance = 1h;
+    for (int round = 0; round < 12; ++round) {
+        const auto limits = [&]<std::size_t... I>(std::index_sequence<I...>) {
+            return
+                typename Set::Limits{randomMemberLimit<typename Set::template Member<I>>(rng)...};
+        }
+        (std::make_index_sequence<Set::kSize>{});
+        options.name = "parity" + std::to_string(round);
+        ManualClock clock;
+        std::int64_t nowUs = uniform(rng, 0, std::int64_t{1} << 45);
+        MemoryLimiter<Set> memory(limits, MemoryStorage{}, clock, options);
+        RedisLimiter<Set> redis(limits, storage, clock, options);
+        const std::int64_t capacity = Set::capacity(limits);
+        std::int64_t lastRemaining = capacity;
+        for (int step = 0; step < 150; ++step) {
+            const Limit& paced = limits[static_cast<std::size_t>(uniform(rng, 0, Set::kSize - 1))];
+            const std::int64_t periodUs =
+                std::chrono::duration_cast<std::chrono::microseconds>(paced.period).count();
+            nowUs = std::max<std::int64_t>(
+                0, nowUs + randomMove(rng, periodUs,
+                                      std::max<std::int64_t>(1, periodUs / paced.count)));
+            clock.set(std::chrono::microseconds{nowUs});
+            const std::int64_t cost = randomCost(rng, capacity, lastRemaining);
+            const bool peek = uniform(rng, 0, 9) == 0;
+            typename Set::Decisions inMemory;
+            typename Set::Decisions inRedis;
+            const Decision m = peek ? memory.peek("key", cost, inMemory)
+                                    : memory.tryAcquire("key", cost, inMemory);
+            const Decision r =
+                peek ? redis.peek("key", cost, inRedis) : redis.tryAcquire("key", cost, inRedis);
+            INFO("round " << round << " step " << step << " at " << nowUs << "us cost " << cost
+                          << (peek ? " (peek)" : ""));
+            REQUIRE(parity(m, r).empty());
+            REQUIRE(m.policy == r.policy);
+            for (std::size_t i = 0; i < Set::kSize; ++i) {
+                INFO("member " << i);
+                REQUIRE(parity(inMemory[i], inRedis[i]).empty());
+            }
+            lastRemaining = r.remaining;
+        }
+    }
+    CHECK(storage.stats().failures == 0);
+}
+
+TEST_CASE("RedisStorage: a limit set keeps one key per member under one hash tag",
+          "[redis_storage][redis][limit_set]") {
+    using Set = LimitSet<TokenBucketModel, FixedWindowModel>;
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    const std::string prefix = "rl-set-keys";
+    const RedisStorage storage(storageOptions(*server, prefix));
+    ManualClock clock;
+    clock.set(1'726'000'000s);
+    RedisLimiter<Set> limiter({Limit::perMinute(30).withBurst(10), Limit::perDay(1'000)}, storage,
+                              clock, limiterOptions("tiers"));
+    CHECK(limiter.tryAcquire("api {key}").allowed);
+    const auto raw = connectTo(*server);
+    // `<prefix>:<name>:<set>:<member>:<model>:v<version>{<length>:<key>}`
+    const auto keyOf = [&](const std::string& name, int member, std::string_view model, int version,
+                           std::string_view key) {
+        return prefix + ":" + name + ":token_bucket+fixed_window:" + std::to_string(member) + ":" +
+               std::string(model) + ":v" + std::to_string(version) + "{" +
+               std::to_string(key.size()) + ":" + std::string(key) + "}";
+    };
+    const auto bucketKey = [&](const std::string& name, std::string_view key) {
+        return keyOf(name, 0, TokenBucketModel::kName, TokenBucketModel::kStateVersion, key);
+    };
+    const auto windowKey = [&](const std::string& name, std::string_view key) {
+        return keyOf(name, 1, FixedWindowModel::kName, FixedWindowModel::kStateVersion, key);
+    };
+    std::vector<std::string> keys = scanAll(raw.get());
+    std::sort(keys.begin(), keys.end());
+    CHECK(keys == std::vector<std::string>{bucketKey("tiers", "api {key}"),
+                                           windowKey("tiers", "api {key}")});
+    // Each member's key lives as long as its own state needs: 2 s to refill a token, the rest
+    // of the day for the window.
+    const std::int64_t bucketTtl =
+        integerReply(command(raw.get(), {"PTTL", bucketKey("tiers", "api {key}")}));
+    const std::int64_t windowTtl =
+        integerReply(command(raw.get(), {"PTTL", windowKey("tiers", "api {key}")}));
+    CHECK(bucketTtl > 1'000);
+    CHECK(bucketTtl <= 2'000 + 1'000 + 1);  // 2 s, the late-call tolerance (1 s), 1 ms
+    CHECK(windowTtl > 3'600'000);
+    limiter.reset("api {key}");
+    CHECK(scanAll(raw.get()).empty());
+
+    // A refusal by one member writes no other member's key: with the bucket's key gone (a
+    // fresh bucket, which admits), the day's refusal leaves it unwritten.
+    RedisLimiter<Set> daily({Limit::perMinute(30).withBurst(10), Limit::perDay(1)}, storage, clock,
+                            limiterOptions("daily"));
+    CHECK(daily.tryAcquire("k").allowed);
+    CHECK(integerReply(command(raw.get(), {"DEL", bucketKey("daily", "k")})) == 1);
+    const std::string window = stringReply(command(raw.get(), {"GET", windowKey("daily", "k")}));
+    clock.advance(1s);
+    Set::Decisions each;
+    CHECK_FALSE(daily.tryAcquire("k", 1, each).allowed);
+    CHECK(each[0].allowed);
+    CHECK(scanAll(raw.get()) == std::vector<std::string>{windowKey("daily", "k")});
+    CHECK(stringReply(command(raw.get(), {"GET", windowKey("daily", "k")})) == window);
+}
+
+TEST_CASE("RedisStorage: the failure policies answer for every member of a set",
+          "[redis_storage][redis][limit_set]") {
+    using Set = LimitSet<TokenBucketModel, FixedWindowModel>;
+    RedisStorage::Options o;
+    o.port = closedPort();
+    o.timeout = 200ms;
+    const RedisStorage storage(o);
+    ManualClock clock;
+    const Set::Limits limits{Limit::perMinute(30).withBurst(10), Limit::perDay(4)};
+    Set::Decisions each;
+    SECTION("fail open") {
+        RedisLimiter<Set> limiter(limits, storage, clock,
+                                  limiterOptions("open", ratelimit::FailurePolicy::kFailOpen));
+        const Decision d = limiter.tryAcquire("k", 2, each);
+        CHECK(d.degraded);
+        CHECK(d.allowed);
+        CHECK(d.policy == 1);  // 2 left of 4 is the least
+        CHECK(d.remaining == 2);
+        CHECK(each[0].degraded);
+        CHECK(each[0].remaining == 8);
+        CHECK(each[1].remaining == 2);
+    }
+    SECTION("fail closed") {
+        RedisLimiter<Set> limiter(limits, storage, clock,
+                                  limiterOptions("closed", ratelimit::FailurePolicy::kFailClosed));
+        const Decision d = limiter.tryAcquire("k", 5, each);
+        CHECK(d.degraded);
+        CHECK_FALSE(d.allowed);
+        CHECK(d.never());  // 5 is above the day's 4
+        CHECK(d.policy == 1);
+        CHECK_FALSE(each[0].never());
+    }
+    SECTION("fall back to memory") {
+        RedisLimiter<Set> limiter(
+            limits, storage, clock,
+            limiterOptions("fallback", ratelimit::FailurePolicy::kFallBackToMemory));
+        for (int i = 0; i < 4; ++i) {
+            CHECK(limiter.tryAcquire("k", 1, each).allowed);
+        }
+        const Decision d = limiter.tryAcquire("k", 1, each);
+        CHECK(d.degraded);
+        CHECK_FALSE(d.allowed);
+        CHECK(d.policy == 1);
+        CHECK(each[0].remaining == 6);  // the refusal took nothing from the bucket
+    }
+}
+
+}  // namespace ratelimit_test
