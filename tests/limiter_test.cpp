@@ -657,6 +657,69 @@ TEST_CASE("Limiter: a dry-run through AnyLimiter counts as the limiter does", "[
 // ---------------------------------------------------------------------------------------------
 // Clocks with coarser ticks
 
+TEMPLATE_TEST_CASE("Limiter: a refund gives back what admitted calls spent, never more",
+                   "[limiter][memory][refund]", RATELIMIT_TEST_MODELS) {
+    const Limit limit = Limit::perMinute(10).withBurst(6);
+    const std::int64_t capacity = capacityOf<TestType>(limit);
+    ManualClock clock;
+    clock.set(1h);  // a window start
+    MemoryLimiter<TestType> limiter(limit, MemoryStorage{}, clock);
+
+    // A key with nothing consumed stays as it is: full, and without an entry.
+    Decision d = limiter.refund("fresh", 3);
+    CHECK(d.allowed);
+    CHECK(d.remaining == capacity);
+    CHECK(d.resetAfter == 0ns);
+    CHECK(limiter.storage().stats().trackedKeys == 0);
+
+    // Spent to the last unit, then 2 given back: exactly 2 more pass.
+    CHECK(drain(limiter, "k", 100) == capacity);
+    d = limiter.refund("k", 2);
+    CHECK(d.allowed);
+    CHECK(d.remaining == 2);
+    CHECK(drain(limiter, "k", 100) == 2);
+
+    // Giving back more than was spent fills the key, never above its capacity.
+    d = limiter.refund("k", 1'000);
+    CHECK(d.remaining == capacity);
+    CHECK(d.resetAfter == 0ns);
+    CHECK(drain(limiter, "k", 100) == capacity);
+    CHECK(limiter.refund("k", 0).remaining == 0);  // a zero cost gives back nothing
+    CHECK_THROWS_AS(limiter.refund("k", -1), std::invalid_argument);
+}
+
+TEST_CASE("Limiter: the sliding log gives back its newest entries first",
+          "[limiter][memory][refund]") {
+    ManualClock clock;
+    MemoryLimiter<ratelimit::SlidingLogModel> log(Limit::per(2, 10s), MemoryStorage{}, clock);
+    CHECK(log.tryAcquire("k").allowed);  // at 0 s, counting until 10 s
+    clock.set(5s);
+    CHECK(log.tryAcquire("k").allowed);  // at 5 s, counting until 15 s
+    clock.set(6s);
+    CHECK(log.refund("k").remaining == 1);
+    // Had the oldest entry gone back, the one at 5 s would still count at 10 s.
+    clock.set(10s);
+    CHECK(log.peek("k", 0).remaining == 2);
+}
+
+TEST_CASE("Limiter: a refund at a time a window rolled gives back from the window it finds",
+          "[limiter][memory][refund]") {
+    ManualClock clock;
+    MemoryLimiter<ratelimit::FixedWindowModel> window(Limit::perMinute(5), MemoryStorage{}, clock);
+    CHECK(send(window, 5, "k").first == 5);
+    clock.set(1min);  // the next window: nothing spent in it, nothing to give back
+    CHECK(window.refund("k", 3).remaining == 5);
+    CHECK(send(window, 6, "k").first == 5);
+    // The sliding counter gives back from its current window first, then the previous one.
+    MemoryLimiter<ratelimit::SlidingCounterModel> counter(Limit::perMinute(4), MemoryStorage{},
+                                                          clock);
+    CHECK(send(counter, 4, "k").first == 4);  // 4 in the window [1 min, 2 min)
+    clock.set(2min);                          // the previous window weighs fully
+    CHECK_FALSE(counter.peek("k").allowed);
+    CHECK(counter.refund("k", 1).remaining == 1);
+    CHECK(send(counter, 2, "k").first == 1);
+}
+
 TEST_CASE("Limiter: a clock with millisecond ticks works", "[limiter][memory]") {
     STATIC_REQUIRE(ratelimit::ClockPolicy<MillisecondClock>);
     MillisecondClock clock;

@@ -141,6 +141,23 @@ public:
         return d;
     }
 
+    /// Gives back up to `cost` of what `key` has consumed, as its state stands now: for a call
+    /// it admitted whose work did not happen (the upstream call failed, a later check
+    /// refused). A bucket never holds more than its burst and no window's count goes below 0;
+    /// the sliding log gives back its newest entries first (docs/semantics.md, "Refunds").
+    /// Returns the key's decision after the refund (a zero cost's: `allowed`, what remains).
+    /// A key with nothing consumed is left as it is. Throws: as `tryAcquire`.
+    Decision refund(std::string_view key, std::int64_t cost = 1) requires RefundableModel<Model> {
+        return stepNow(key, cost, StepMode::kRefund);
+    }
+
+    /// A limit set's `refund`: every member gives back up to `cost`, and fills its figures in
+    /// `each`.
+    Decision refund(std::string_view key, std::int64_t cost,
+                    Decisions& each) requires(detail::kIsLimitSet<Model>&& RefundableModel<Model>) {
+        return stepNow(key, cost, StepMode::kRefund, &each);
+    }
+
     /// Forgets everything about `key`: its next request meets a fresh limit.
     void reset(std::string_view key) { table_.reset(key); }
 

@@ -8,8 +8,9 @@
 namespace ratelimit {
 inline namespace v1 {
 
-/// Whether a step spends the cost it admits (`tryAcquire`) or only reports (`peek`).
-enum class StepMode : bool { kPeek, kConsume };
+/// Whether a step spends the cost it admits (`tryAcquire`), only reports (`peek`), or gives
+/// back what an admitted call spent (`refund`).
+enum class StepMode : std::uint8_t { kPeek, kConsume, kRefund };
 
 /// What a limiter answers when its store fails (a shared store such as Redis; the memory
 /// storage never fails). Every answer it makes is marked `Decision::degraded`.

@@ -370,6 +370,7 @@ TEST_CASE(
         clock.set(std::chrono::microseconds{kFrozenUs});
         RedisLimiter<Set> limiter(limits, storage, clock, limiterOptions(name));
         std::vector<std::unique_ptr<WorkerProcess>> workers;
+        workers.reserve(4);
         for (int i = 0; i < 4; ++i) {
             workers.push_back(std::make_unique<WorkerProcess>(
                 std::vector<std::string>{kWorker, server->unixSocket(), prefix, name,

@@ -55,6 +55,18 @@ struct FixedWindowModel : WindowKind, ModelNames<"fixed_window", 3, "last", "int
         return detail::refused(q, q.count - view.used, left, reset);
     }
 
+    /// Gives back up to `cost` of the count of the key's window at `now` (`Limiter::refund`),
+    /// never below 0.
+    static void refund(State& state, const Quota& q, Tick now, std::int64_t cost) noexcept {
+        if (state.used == 0 || cost == 0) {
+            return;
+        }
+        State view = state;
+        rebaseAndRoll(view, q, now);
+        view.used -= cost < view.used ? cost : view.used;
+        state = view;
+    }
+
     /// The same model in Lua, line by line (composed into a script by the Redis storage): a
     /// step returns the state to store (nil when nothing changed), then the decision. The
     /// state a script loaded is its own, so the view is that state, not a copy.
@@ -81,6 +93,12 @@ function fixed_window.step(state, q, now, cost)
     written = view
   end
   return written, refused(q.count - view.used, left, reset)
+end
+function fixed_window.refund(state, q, now, cost)
+  if state.used == 0 or cost == 0 then return nil end
+  fixed_window.rebaseAndRoll(state, q, now)
+  state.used = state.used - math.min(cost, state.used)
+  return state
 end
 function fixed_window.lastWrite(state)
   if state.used > 0 then return state.last end

@@ -173,6 +173,14 @@ requires(sizeof...(Ms) >= 2 && (std::is_same_v<QuotaOf<Ms>, Quota> && ...)) stru
         return bind(each);
     }
 
+    /// Gives back up to `cost` to every member (`RefundableModel`).
+    static void refund(State& state, const QuotaType& q, Tick now,
+                       std::int64_t cost) requires(RefundableModel<Ms>&&...) {
+        forEach([&]<std::size_t I>() {
+            Member<I>::refund(detail::member<I>(state.members), q.members[I], now, cost);
+        });
+    }
+
     /// The binding member's decision, with its index in `policy` (see the class comment).
     static Decision bind(const Decisions& each) noexcept {
         std::uint32_t binding = 0;
@@ -237,11 +245,11 @@ namespace detail {
 
 template <class... Ms>
 struct SetOf {
-    using type = LimitSetModel<Ms...>;
+    using Type = LimitSetModel<Ms...>;
 };
 template <class M>
 struct SetOf<M> {
-    using type = M;
+    using Type = M;
 };
 
 template <class M>
@@ -254,7 +262,7 @@ inline constexpr bool kIsLimitSet<LimitSetModel<Ms...>> = true;
 /// The limit set of the models `Ms`, in order (`LimitSetModel`); a set of one model is that
 /// model, and costs exactly what it costs alone.
 template <AlgorithmModel... Ms>
-using LimitSet = typename detail::SetOf<Ms...>::type;
+using LimitSet = typename detail::SetOf<Ms...>::Type;
 
 }  // namespace v1
 }  // namespace ratelimit

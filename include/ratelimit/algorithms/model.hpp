@@ -62,22 +62,22 @@ namespace detail {
 
 template <class M>
 struct QuotaSelect {
-    using type = Quota;
+    using Type = Quota;
 };
 template <class M>
 requires requires { typename M::QuotaType; }
 struct QuotaSelect<M> {
-    using type = typename M::QuotaType;
+    using Type = typename M::QuotaType;
 };
 
 template <class M>
 struct LimitSelect {
-    using type = Limit;
+    using Type = Limit;
 };
 template <class M>
 requires requires { typename M::Limits; }
 struct LimitSelect<M> {
-    using type = typename M::Limits;
+    using Type = typename M::Limits;
 };
 
 }  // namespace detail
@@ -85,12 +85,12 @@ struct LimitSelect<M> {
 /// What a model's step reads: a `Quota`, or the model's own `QuotaType` (a limit set's, which
 /// holds one per member).
 template <class M>
-using QuotaOf = typename detail::QuotaSelect<M>::type;
+using QuotaOf = typename detail::QuotaSelect<M>::Type;
 
 /// What a limiter of the model enforces: a `Limit`, or the model's own `Limits` (a limit set's,
 /// one per member).
 template <class M>
-using LimitOf = typename detail::LimitSelect<M>::type;
+using LimitOf = typename detail::LimitSelect<M>::Type;
 
 /// What a limiter needs from an algorithm: a per-key `State` whose value-initialised form is
 /// the fresh key, and a pure `step` over it. A model is stateless: its functions are pure
@@ -110,8 +110,8 @@ using LimitOf = typename detail::LimitSelect<M>::type;
 template <class M>
 concept AlgorithmModel = std::default_initializable<typename M::State> &&
     std::copyable<typename M::State> &&
-    requires(typename M::State& state, const typename M::State& constState,
-             const QuotaOf<M>& quota, const LimitOf<M>& limit, Tick now, std::int64_t cost) {
+    requires(typename M::State& state, const typename M::State& constState, const QuotaOf<M>& quota,
+             const LimitOf<M>& limit, Tick now, std::int64_t cost) {
     { M::kName } -> std::convertible_to<std::string_view>;
     { M::kBucket } -> std::convertible_to<bool>;
     { M::capacity(limit) } -> std::same_as<std::int64_t>;
@@ -119,6 +119,17 @@ concept AlgorithmModel = std::default_initializable<typename M::State> &&
     { M::isFresh(constState, quota, now) } -> std::same_as<bool>;
     { M::lastWrite(constState) } -> std::same_as<Tick>;
     { M::range(quota) } -> std::same_as<ModelRange>;
+};
+
+/// A model that can give back what an admitted call spent (`Limiter::refund`):
+/// `refund(state, quota, now, cost)` gives back up to `cost` units of what the key has consumed
+/// as its state stands at `now` (a bucket never above its capacity, a count never below 0; the
+/// sliding log its newest entries first), writing `state` only when it gives back something
+/// or rolls the key's windows to `now`.
+template <class M>
+concept RefundableModel = AlgorithmModel<M> &&
+    requires(typename M::State& state, const QuotaOf<M>& quota, Tick now, std::int64_t cost) {
+    M::refund(state, quota, now, cost);
 };
 
 }  // namespace v1

@@ -61,6 +61,21 @@ struct SlidingCounterModel
         return detail::refused(q, remaining, retryTicks(view, q, e, cost), reset);
     }
 
+    /// Gives back up to `cost` at `now` (`Limiter::refund`): from the current window's count
+    /// first, then the previous one's, never below 0.
+    static void refund(State& state, const Quota& q, Tick now, std::int64_t cost) noexcept {
+        if ((state.previous == 0 && state.current == 0) || cost == 0) {
+            return;
+        }
+        State view = state;
+        rebaseAndRoll(view, q, now);
+        const std::int64_t fromCurrent = cost < view.current ? cost : view.current;
+        view.current -= fromCurrent;
+        const std::int64_t rest = cost - fromCurrent;
+        view.previous -= rest < view.previous ? rest : view.previous;
+        state = view;
+    }
+
     /// The same model in Lua, line by line (composed into a script by the Redis storage): a
     /// step returns the state to store (nil when nothing changed), then the decision. The
     /// state a script loaded is its own, so the view is that state, not a copy.
@@ -94,6 +109,14 @@ function sliding_counter.step(state, q, now, cost)
     written = view
   end
   return written, refused(remaining, sliding_counter.retryTicks(view, q, e, cost), reset)
+end
+function sliding_counter.refund(state, q, now, cost)
+  if (state.previous == 0 and state.current == 0) or cost == 0 then return nil end
+  sliding_counter.rebaseAndRoll(state, q, now)
+  local fromCurrent = math.min(cost, state.current)
+  state.current = state.current - fromCurrent
+  state.previous = state.previous - math.min(cost - fromCurrent, state.previous)
+  return state
 end
 function sliding_counter.lastWrite(state)
   if state.previous > 0 or state.current > 0 then return state.last end

@@ -52,6 +52,21 @@ struct SlidingLogModel : WindowKind, ModelNames<"sliding_log", 2, "runs"> {
         return d;
     }
 
+    /// Gives back up to `cost` of the entries still counting at `now` (`Limiter::refund`), the
+    /// newest first.
+    static void refund(State& state, const Quota& q, Tick now, std::int64_t cost) noexcept {
+        Runs& runs = state.runs;
+        while (cost > 0 && !runs.empty() && detail::satSub(now, runs.back().time) < q.period) {
+            Run& newest = runs.back();
+            const std::int64_t taken = cost < newest.count ? cost : newest.count;
+            newest.count -= taken;
+            cost -= taken;
+            if (newest.count == 0) {
+                runs.popBack();
+            }
+        }
+    }
+
     /// Its Lua encodes its runs itself (`fresh`, `decode`, `encode`): their number varies.
     static constexpr bool kLuaEncodesState = true;
 
@@ -111,6 +126,19 @@ function sliding_log.stepAt(state, q, now, cost)
     j = j + 1
   end
   return nil, refused(q.count - used, q.period - age(runs[j - 1]), reset)
+end
+function sliding_log.refund(state, q, now, cost)
+  local runs = state.runs
+  local written = nil
+  while cost > 0 and #runs > 0 and now - runs[#runs].time < q.period do
+    local newest = runs[#runs]
+    local taken = math.min(cost, newest.count)
+    newest.count = newest.count - taken
+    cost = cost - taken
+    if newest.count == 0 then runs[#runs] = nil end
+    written = state
+  end
+  return written
 end
 function sliding_log.lastWrite(state)
   local runs = state.runs

@@ -39,10 +39,22 @@ struct TokenBucketModel : BucketKind, ModelNames<"token_bucket", 2, "last", "def
         return d;
     }
 
+    /// Gives back up to `cost` tokens (`Limiter::refund`): the deficit at `now` falls by the
+    /// cost, never below 0 (the bucket never holds more than its burst).
+    static void refund(State& state, const Quota& q, Tick now, std::int64_t cost) noexcept {
+        if (state.deficit == 0 || cost == 0) {
+            return;
+        }
+        const std::int64_t deficit = deficitAt(state, q, now);
+        const std::int64_t units = cost > q.burst ? q.capacityUnits : cost * q.unitsPerToken;
+        state.deficit = deficit - (units < deficit ? units : deficit);
+        state.last = now > state.last ? now : state.last;
+    }
+
     /// The same model in Lua, line by line (composed into a script by the Redis storage): a
-    /// step returns the state to store (nil when nothing changed), then the decision.
-    /// Bounds: deficit <= capacityUnits < 2^53; a product above 2^53 is only compared with
-    /// the deficit, which rounding cannot reverse.
+    /// step returns the state to store (nil when nothing changed), then the decision; a refund
+    /// returns the state to store. Bounds: deficit <= capacityUnits < 2^53; a product above 2^53 is
+    /// only compared with the deficit, which rounding cannot reverse.
     static constexpr std::string_view kLuaModel = R"lua(
 local token_bucket = {}
 function token_bucket.step(state, q, now, cost)
@@ -58,6 +70,14 @@ function token_bucket.step(state, q, now, cost)
     return state, allowed, remaining, retry, reset
   end
   return nil, allowed, remaining, retry, reset
+end
+function token_bucket.refund(state, q, now, cost)
+  if state.deficit == 0 or cost == 0 then return nil end
+  local deficit = token_bucket.deficitAt(state, q, now)
+  local units = cost > q.burst and q.capacityUnits or cost * q.unitsPerToken
+  state.deficit = deficit - math.min(units, deficit)
+  if now > state.last then state.last = now end
+  return state
 end
 function token_bucket.lastWrite(state)
   if state.deficit > 0 then return state.last end

@@ -82,6 +82,9 @@ public:
         data_[size_++] = value;
     }
 
+    /// Drops the last element (the vector is not empty).
+    void popBack() noexcept { --size_; }
+
     /// Drops the first `n` elements (n <= size()), keeping the rest in order.
     void eraseFront(std::size_t n) noexcept {
         for (std::size_t i = n; i < size_; ++i) {

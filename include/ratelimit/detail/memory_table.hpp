@@ -605,7 +605,11 @@ private:
         Action action = Action::kStep;
         EachOf<M>* each = nullptr;  ///< a limit set's members' decisions, when asked for
 
-        [[nodiscard]] bool writes() const noexcept {
+        /// Whether the request may write the key's state: a consuming step or a refund, of a
+        /// cost above 0.
+        [[nodiscard]] bool writes() const noexcept { return mode != StepMode::kPeek && cost > 0; }
+        /// Whether a key without an entry takes one: a refund gives back nothing there.
+        [[nodiscard]] bool inserts() const noexcept {
             return mode == StepMode::kConsume && cost > 0;
         }
     };
@@ -625,6 +629,9 @@ private:
             const bool stale = r.clock.steady() && satSub(last, now) <= quota_.lateTolerance;
             now = stale ? last : r.clock();
         }
+        if (r.mode == StepMode::kRefund) [[unlikely]] {
+            return refundCold(state, r, now);
+        }
         if constexpr (std::is_trivially_copyable_v<typename M::State>) {
             // One copy of the model's step in the inlined path, for peeks and writes alike.
             typename M::State next = state;
@@ -640,6 +647,15 @@ private:
                 return applyStep<M>(copy, quota_, now, r.cost, r.each);
             }
             return applyStep<M>(state, quota_, now, r.cost, r.each);
+        }
+    }
+
+    /// A refund (`Limiter::refund`, which only refundable models offer), in place.
+    RATELIMIT_COLD Decision refundCold(typename M::State& state, const Request& r, Tick now) {
+        if constexpr (RefundableModel<M>) {
+            return applyRefund<M>(state, quota_, now, r.cost, r.each);
+        } else {
+            return applyStep<M>(state, quota_, now, 0, r.each);
         }
     }
 
@@ -950,7 +966,7 @@ private:
     /// answered without. Both look again first, under locks that keep the answer true.
     RATELIMIT_COLD Decision place(Group* segment, const Lookup& k, const Request& r,
                                   TagCounts seen) {
-        const bool writes = r.writes() && r.cost <= quota_.capacity;
+        const bool writes = r.inserts() && r.cost <= quota_.capacity;
         if (writes) {
             sweep(r.now);
         }
@@ -970,8 +986,9 @@ private:
         }
     }
 
-    /// A key with no entry whose call writes nothing (a peek, cost 0, a cost above the limit):
-    /// answered as the entry it would get, fresh or its spill entry, without taking one.
+    /// A key with no entry whose call writes nothing (a peek, cost 0, a cost above the limit, a
+    /// refund): answered as the entry it would get, fresh or its spill entry, without taking
+    /// one.
     RATELIMIT_COLD Placed answerUnplaced(Group* segment, const Lookup& k, const Request& r,
                                          const TagCounts& seen, Decision& out) {
         // The time read before the locks only judges freshness, conservatively (a key fresh at
@@ -994,7 +1011,9 @@ private:
         }
         if (p == Placed::kDone) {
             typename M::State fresh{};
-            out = applyStep<M>(fresh, quota_, r.now, r.cost, r.each);
+            // A fresh key has nothing to give back: a refund is answered as a zero cost.
+            const std::int64_t cost = r.mode == StepMode::kRefund ? 0 : r.cost;
+            out = applyStep<M>(fresh, quota_, r.now, cost, r.each);
             return p;
         }
         out = spillCold(k, r);

@@ -121,7 +121,7 @@ inline void appendLuaHelpers(std::string& out, std::string_view code) {
 }
 
 /// The arguments of one call, in ARGV order (the quota's follow): the time in µs, or empty to
-/// read `TIME`; the cost; 1 to consume or 0 to peek; the key's window phase in µs.
+/// read `TIME`; the cost; 1 to consume, 0 to peek or 2 to refund; the key's window phase in µs.
 inline constexpr std::array<std::string_view, 4> kCallArguments{"now", "cost", "consume", "phase"};
 
 /// ARGV index (from 0) of the call argument `name`.
@@ -169,8 +169,9 @@ end
 /// a key at once when that base plus the TTL is not after the live clock (redis-server
 /// 7.0.15). A refusal's rebase is stored with `pcall`, so that at `maxmemory` (where `SET` is
 /// denied) refusals still answer; an admission that cannot be stored fails the script instead
-/// of admitting for free. Returns {allowed 1/0, limit, remaining, retry µs (-1 = never),
-/// reset µs}.
+/// of admitting for free. A refund (`ARGV[3] == '2'`, `detail::applyRefund`) stores what the
+/// model gave back and answers the key's figures as they stand. Returns {allowed 1/0, limit,
+/// remaining, retry µs (-1 = never), reset µs}.
 inline constexpr std::string_view kLuaMain = R"lua(
 -- detail::applyStep: a call at most lateTolerance before the last write is answered at the
 -- last write, without a rebase, and its waits count from its own time.
@@ -180,15 +181,26 @@ if last ~= nil and now < last and last - now <= q.lateTolerance then
   late = last - now
   now = last
 end
-local written, allowed, remaining, retry, reset = model.step(state, q, now, cost)
-if written and cost > 0 and ARGV[3] == '1' then
-  -- Kept for the late-call tolerance longer: a call that late must find the state, not a
-  -- fresh key.
-  local keep = (model.keep and model.keep(written, q, reset) or reset) + q.lateTolerance
-  if allowed then
-    store(written, keep)
-  else
-    pcall(store, written, keep)
+local written, allowed, remaining, retry, reset
+if ARGV[3] == '2' then
+  -- detail::applyRefund: the model gives back up to cost, then the key's figures as they
+  -- stand.
+  local refunded = model.refund(state, q, now, cost)
+  written, allowed, remaining, retry, reset = model.step(state, q, now, 0)
+  if refunded then
+    store(refunded, (model.keep and model.keep(refunded, q, reset) or reset) + q.lateTolerance)
+  end
+else
+  written, allowed, remaining, retry, reset = model.step(state, q, now, cost)
+  if written and cost > 0 and ARGV[3] == '1' then
+    -- Kept for the late-call tolerance longer: a call that late must find the state, not a
+    -- fresh key.
+    local keep = (model.keep and model.keep(written, q, reset) or reset) + q.lateTolerance
+    if allowed then
+      store(written, keep)
+    else
+      pcall(store, written, keep)
+    end
   end
 end
 if late > 0 then
@@ -355,7 +367,8 @@ inline std::string composeScript(const ScriptModel& model,
 /// admit, and otherwise a refusing member's rebase alone (an admitting member reports its
 /// figures as they stand, from its state read again). Returns {allowed 1/0, then per member:
 /// allowed 1/0, remaining, retry µs (-1 = never), reset µs}; C++ picks the binding member
-/// (`LimitSetModel::bind`), so the rule has one home.
+/// (`LimitSetModel::bind`), so the rule has one home. A refund (`ARGV[3] == '2'`) gives back
+/// up to the cost to every member and answers their figures as they stand.
 inline std::string setMain(std::size_t members) {
     const auto each = [members](std::string& out, const std::string& line) {
         for (std::size_t i = 1; i <= members; ++i) {
@@ -367,6 +380,29 @@ inline std::string setMain(std::size_t members) {
             out.append(text);
         }
     };
+    // How long member # keeps what it wrote: as a single model's script keeps it.
+    const std::string keep =
+        "(model#.keep and model#.keep(WRITTEN, q#, reset#) or reset#) + q#.lateTolerance";
+    const auto keepOf = [&](const std::string& written) {
+        std::string k = keep;
+        for (std::size_t at = k.find("WRITTEN"); at != std::string::npos;
+             at = k.find("WRITTEN", at)) {
+            k.replace(at, std::string_view("WRITTEN").size(), written);
+        }
+        return k;
+    };
+    // The members' figures as the call's own time sees them, and the reply.
+    const auto reply = [&](std::string& out) {
+        each(out,
+             "if late > 0 then\n"
+             "  if retry# > 0 then retry# = retry# + late end\n"
+             "  if reset# > 0 then reset# = reset# + late end\n"
+             "end\n"
+             "if remaining# < 0 then remaining# = 0 end\n");
+        out.append("return {allowed and 1 or 0");
+        each(out, ", allowed# and 1 or 0, remaining#, retry#, reset#");
+        out.append("}\n");
+    };
     std::string out = "\nlocal late = 0\nlocal last = nil\n";
     each(out,
          "local last# = model#.lastWrite(state#)\n"
@@ -375,35 +411,36 @@ inline std::string setMain(std::size_t members) {
         "if last ~= nil and now < last and last - now <= q1.lateTolerance then\n"
         "  late = last - now\n"
         "  now = last\n"
-        "end\n");
+        "end\n"
+        "local allowed = true\n");
+    each(out, "local written#, allowed#, remaining#, retry#, reset#\n");
+    // A refund: every member gives back up to the cost.
+    out.append("if ARGV[3] == '2' then\n");
     each(out,
-         "local written#, allowed#, remaining#, retry#, reset# = model#.step(state#, q#, now, "
-         "cost)\n");
-    out.append("local allowed = true\n");
+         "  local refunded# = model#.refund(state#, q#, now, cost)\n"
+         "  written#, allowed#, remaining#, retry#, reset# = model#.step(state#, q#, now, 0)\n"
+         "  if refunded# then store#(refunded#, " +
+             keepOf("refunded#") + ") end\n");
+    reply(out);
+    out.append("end\n");
+    each(out,
+         "written#, allowed#, remaining#, retry#, reset# = model#.step(state#, q#, now, cost)\n");
     each(out, "allowed = allowed and allowed#\n");
     out.append("local consume = cost > 0 and ARGV[3] == '1'\n");
     each(out,
          "if allowed then\n"
-         "  if written# and consume then\n"
-         "    store#(written#, (model#.keep and model#.keep(written#, q#, reset#) or reset#) + "
-         "q#.lateTolerance)\n"
-         "  end\n"
-         "elseif not allowed# then\n"
-         "  if written# and consume then\n"
-         "    pcall(store#, written#, (model#.keep and model#.keep(written#, q#, reset#) or "
-         "reset#) + q#.lateTolerance)\n"
-         "  end\n"
-         "else\n"
-         "  written#, allowed#, remaining#, retry#, reset# = model#.step(load#(), q#, now, 0)\n"
-         "end\n"
-         "if late > 0 then\n"
-         "  if retry# > 0 then retry# = retry# + late end\n"
-         "  if reset# > 0 then reset# = reset# + late end\n"
-         "end\n"
-         "if remaining# < 0 then remaining# = 0 end\n");
-    out.append("return {allowed and 1 or 0");
-    each(out, ", allowed# and 1 or 0, remaining#, retry#, reset#");
-    out.append("}\n");
+         "  if written# and consume then store#(written#, " +
+             keepOf("written#") +
+             ") end\n"
+             "elseif not allowed# then\n"
+             "  if written# and consume then pcall(store#, written#, " +
+             keepOf("written#") +
+             ") end\n"
+             "else\n"
+             "  written#, allowed#, remaining#, retry#, reset# = model#.step(load#(), q#, "
+             "now, 0)\n"
+             "end\n");
+    reply(out);
     return out;
 }
 
@@ -454,8 +491,9 @@ inline std::string decimal(std::int64_t v) {
 struct ScriptCall {
     std::string_view now;  ///< µs in decimal, or empty: the script reads `TIME`
     std::int64_t cost = 0;
-    bool consume = false;  ///< false: a peek
+    bool consume = false;  ///< false: a peek (or a refund)
     std::int64_t phase = 0;
+    bool refund = false;  ///< gives back up to `cost` (`Limiter::refund`)
 };
 
 /// Appends `verb` (`EVALSHA` or `EVAL`) of `scriptOrSha` on `keys` with the call's arguments
@@ -466,7 +504,7 @@ inline void appendScriptRequest(std::string& out, std::string_view verb,
     std::array<std::string, kCallArguments.size()> arguments;
     arguments[callArgument("now")] = call.now;
     arguments[callArgument("cost")] = decimal(call.cost);
-    arguments[callArgument("consume")] = call.consume ? "1" : "0";
+    arguments[callArgument("consume")] = call.consume ? "1" : (call.refund ? "2" : "0");
     arguments[callArgument("phase")] = decimal(call.phase);
     constexpr std::size_t kHead = 3;  // verb, script, the number of keys
     appendCommandHeader(out, kHead + keys.size() + arguments.size() + quota.size());

@@ -49,15 +49,15 @@ inline Decision refusedForever(const Quota& q, std::int64_t remaining, Tick rese
 /// (`LimitSetModel::Decisions`), or nothing.
 template <class M>
 struct EachSelect {
-    struct type {};
+    struct Type {};
 };
 template <class M>
 requires requires { typename M::Decisions; }
 struct EachSelect<M> {
-    using type = typename M::Decisions;
+    using Type = typename M::Decisions;
 };
 template <class M>
-using EachOf = typename EachSelect<M>::type;
+using EachOf = typename EachSelect<M>::Type;
 
 /// A late call's waits count from its own time, `late` ticks before the time it was answered
 /// at.
@@ -73,23 +73,29 @@ inline void shiftLate(Decision& d, Tick late, std::int64_t nanosPerTick) noexcep
     }
 }
 
-/// Runs one model step with the late-call rule every storage applies (docs/semantics.md, "Late
-/// calls"): a call earlier than the key's last write by at most `lateTolerance` comes from a
-/// caller that read the clock just before another caller wrote (or from a host whose clock is
-/// slightly behind), not from a clock that stepped back. It is answered at the last write — no
-/// rebase, so the interval is never credited twice — and its waits count from its own time.
-/// Redis applies the same rule in its script (detail/redis_script.hpp). A limit set's members'
-/// decisions go to `each` when it is given.
-/// `M` is an `AlgorithmModel` (algorithms/model.hpp).
+/// The late-call rule every storage applies (docs/semantics.md, "Late calls"): a call earlier
+/// than the key's last write by at most `lateTolerance` comes from a caller that read the clock
+/// just before another caller wrote (or from a host whose clock is slightly behind), not from
+/// a clock that stepped back. It is answered at the last write — no rebase, so the interval is
+/// never credited twice — and its waits count from its own time. Moves `now` to the time the
+/// call is answered at and returns by how much (0 for a call that is not late). Redis applies
+/// the same rule in its script (detail/redis_script.hpp).
 template <class M, class Q>
-inline Decision applyStep(typename M::State& state, const Q& q, Tick now, std::int64_t cost,
-                          EachOf<M>* each = nullptr) {
+inline Tick answerLate(const typename M::State& state, const Q& q, Tick& now) noexcept {
     const Tick last = M::lastWrite(state);
-    Tick late = 0;
     if (now < last && satSub(last, now) <= q.lateTolerance) {
-        late = last - now;
+        const Tick late = last - now;
         now = last;
+        return late;
     }
+    return 0;
+}
+
+/// One model step at the time a call is answered at, its waits counted from the call's own
+/// time, `late` ticks before; a limit set's members' decisions go to `each` when it is given.
+template <class M, class Q>
+inline Decision stepLate(typename M::State& state, const Q& q, Tick now, std::int64_t cost,
+                         Tick late, EachOf<M>* each) {
     if constexpr (!std::is_empty_v<EachOf<M>>) {
         if (each != nullptr) {
             Decision d = M::step(state, q, now, cost, *each);
@@ -103,6 +109,25 @@ inline Decision applyStep(typename M::State& state, const Q& q, Tick now, std::i
     Decision d = M::step(state, q, now, cost);
     shiftLate(d, late, q.nanosPerTick);
     return d;
+}
+
+/// Runs one model step under the late-call rule (`answerLate`).
+/// `M` is an `AlgorithmModel` (algorithms/model.hpp).
+template <class M, class Q>
+inline Decision applyStep(typename M::State& state, const Q& q, Tick now, std::int64_t cost,
+                          EachOf<M>* each = nullptr) {
+    const Tick late = answerLate<M>(state, q, now);
+    return stepLate<M>(state, q, now, cost, late, each);
+}
+
+/// A refund (`Limiter::refund`) under the late-call rule: the model gives back up to `cost`,
+/// then the key's decision as it stands is returned (a zero cost's, which writes nothing).
+template <class M, class Q>
+inline Decision applyRefund(typename M::State& state, const Q& q, Tick now, std::int64_t cost,
+                            EachOf<M>* each = nullptr) {
+    const Tick late = answerLate<M>(state, q, now);
+    M::refund(state, q, now, cost);
+    return stepLate<M>(state, q, now, 0, late, each);
 }
 
 }  // namespace detail

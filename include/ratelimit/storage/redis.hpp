@@ -482,7 +482,8 @@ private:
             return degrade(link, {StoreError::kCircuitOpen, "the circuit breaker is open"}, key,
                            cost, mode, fallbackNow, admission.wait, each);
         }
-        const detail::ScriptCall script{now, cost, mode == StepMode::kConsume, phase};
+        const detail::ScriptCall script{now, cost, mode == StepMode::kConsume, phase,
+                                        mode == StepMode::kRefund};
         detail::IoStatus status;
         const std::optional<Decision> answer =
             run(link, key, script, shared_->deadline(), status, each);
@@ -535,14 +536,7 @@ private:
             status = {detail::classifyErrorReply(text), std::string(text)};
             return std::nullopt;
         }
-        constexpr std::size_t kMemberFields = 4;  // allowed, remaining, retry, reset
-        constexpr std::size_t kFields = [] {
-            if constexpr (detail::kIsLimitSet<M>) {
-                return 1 + kMemberFields * M::kSize;
-            } else {
-                return std::size_t{5};
-            }
-        }();
+        constexpr std::size_t kFields = replyFields();
         if (reply.type != REDIS_REPLY_ARRAY || reply.elements != kFields) {
             status = {StoreError::kProtocol, "unexpected script reply"};
             return std::nullopt;
@@ -572,6 +566,20 @@ private:
         }
     }
 
+    /// A member's fields in a set's reply: allowed, remaining, retry, reset.
+    static constexpr std::size_t kMemberFields = 4;
+
+    /// The script's reply: a single model's 5 fields (allowed, limit, remaining, retry,
+    /// reset), or a set's allowed and its members' fields.
+    static constexpr std::size_t replyFields() noexcept {
+        constexpr std::size_t kSingleFields = 5;
+        if constexpr (detail::kIsLimitSet<M>) {
+            return 1 + kMemberFields * M::kSize;
+        } else {
+            return kSingleFields;
+        }
+    }
+
     static Decision decisionOf(const Quota& q, bool allowed, std::int64_t remaining,
                                std::int64_t retry, std::int64_t reset) noexcept {
         if (allowed) {
@@ -596,18 +604,28 @@ private:
         if (policy_ == FailurePolicy::kFallBackToMemory) {
             const auto fixed = [now] { return now; };
             d = fallback_->of(link).step(key, detail::TickSource(fixed), cost, mode, each);
-        } else if constexpr (detail::kIsLimitSet<M>) {
+            return markDegraded(d, each);
+        }
+        // A refund's answer is the key's figures, which the policy can only invent for a zero
+        // cost; the refund itself is lost with the store.
+        const std::int64_t asked = mode == StepMode::kRefund ? 0 : cost;
+        if constexpr (detail::kIsLimitSet<M>) {
             typename M::Decisions members;
             for (std::size_t i = 0; i < M::kSize; ++i) {
-                members[i] = answered(quota_.members[i].capacity, cost, untilProbe);
+                members[i] = answered(quota_.members[i].capacity, asked, untilProbe);
             }
             d = M::bind(members);
             if (each != nullptr) {
                 *each = members;
             }
         } else {
-            d = answered(quota_.capacity, cost, untilProbe);
+            d = answered(quota_.capacity, asked, untilProbe);
         }
+        return markDegraded(d, each);
+    }
+
+    /// `d` and a set's members' decisions, marked degraded.
+    static Decision markDegraded(Decision d, Each* each) noexcept {
         d.degraded = true;
         if constexpr (detail::kIsLimitSet<M>) {
             if (each != nullptr) {
@@ -615,6 +633,8 @@ private:
                     member.degraded = true;
                 }
             }
+        } else {
+            (void)each;
         }
         return d;
     }

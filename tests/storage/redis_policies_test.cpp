@@ -1,9 +1,10 @@
-// Tests of limit sets (include/ratelimit/algorithms/limit_set.hpp) over include/ratelimit/
-// storage/redis.hpp: one script call steps every member, each in its own key under the key's
-// one hash tag, and decides as the memory storage does, member by member (a randomized
-// differential run, clock steps back included); the failure policies answer for every member.
-// The multi-process exactness test is in tests/storage/redis_concurrency_test.cpp. Each test
-// starts its own redis-server (tests/support/redis_server.hpp).
+// Tests of the policies beyond one limit over include/ratelimit/storage/redis.hpp: limit sets
+// (include/ratelimit/algorithms/limit_set.hpp), where one script call steps every member, each
+// in its own key under the key's one hash tag, and refunds (`Limiter::refund`). Both decide as
+// the memory storage does, member by member (randomized differential runs, clock steps back
+// included); the failure policies answer for every member. The multi-process exactness test of
+// a set is in tests/storage/redis_concurrency_test.cpp. Each test starts its own redis-server
+// (tests/support/redis_server.hpp).
 
 #include <algorithm>
 #include <array>
@@ -59,8 +60,75 @@ Limit randomMemberLimit(Rng& rng) {
 
 }  // namespace
 
-TEMPLATE_LIST_TEST_CASE("RedisStorage: a limit set decides as in memory, member by member",
-                        "[redis_storage][redis][limit_set]", RedisSets) {
+/// Replays one random walk of calls on `memory` and `redis` (same limits, same clock): takes,
+/// peeks and refunds, the clock moving back and forth; every decision must agree, a set's
+/// member by member.
+template <class Model>
+void replayRandomWalk(Rng& rng, const ratelimit::LimitOf<Model>& limits, ManualClock& clock,
+                      MemoryLimiter<Model>& memory, RedisLimiter<Model>& redis) {
+    std::int64_t nowUs = uniform(rng, 0, std::int64_t{1} << 45);
+    const auto pacing = [&] {
+        if constexpr (ratelimit::detail::kIsLimitSet<Model>) {
+            const Limit& paced =
+                limits[static_cast<std::size_t>(uniform(rng, 0, Model::kSize - 1))];
+            return std::pair{paced.period, paced.count};
+        } else {
+            return std::pair{limits.period, limits.count};
+        }
+    };
+    const std::int64_t capacity = Model::capacity(limits);
+    std::int64_t lastRemaining = capacity;
+    for (int step = 0; step < 150; ++step) {
+        const auto [period, count] = pacing();
+        const std::int64_t us =
+            std::chrono::duration_cast<std::chrono::microseconds>(period).count();
+        nowUs = std::max<std::int64_t>(
+            0, nowUs + randomMove(rng, us, std::max<std::int64_t>(1, us / count)));
+        clock.set(std::chrono::microseconds{nowUs});
+        const std::int64_t cost = randomCost(rng, capacity, lastRemaining);
+        const std::int64_t kind = uniform(rng, 0, 9);  // 0: a peek, 1-2: a refund, else a take
+        INFO("step " << step << " at " << nowUs << "us cost " << cost << " kind " << kind);
+        const auto call = [&](auto& limiter, auto&... each) {
+            if (kind == 0) {
+                return limiter.peek("key", cost, each...);
+            }
+            return kind <= 2 ? limiter.refund("key", cost, each...)
+                             : limiter.tryAcquire("key", cost, each...);
+        };
+        if constexpr (ratelimit::detail::kIsLimitSet<Model>) {
+            typename Model::Decisions inMemory;
+            typename Model::Decisions inRedis;
+            const Decision m = call(memory, inMemory);
+            const Decision r = call(redis, inRedis);
+            REQUIRE(parity(m, r).empty());
+            REQUIRE(m.policy == r.policy);
+            for (std::size_t i = 0; i < Model::kSize; ++i) {
+                INFO("member " << i);
+                REQUIRE(parity(inMemory[i], inRedis[i]).empty());
+            }
+            lastRemaining = r.remaining;
+        } else {
+            const Decision m = call(memory);
+            const Decision r = call(redis);
+            REQUIRE(parity(m, r).empty());
+            lastRemaining = r.remaining;
+        }
+    }
+}
+
+/// An hour's late-call tolerance keeps every key in Redis for an hour of real time at least,
+/// so Redis never drops a state the simulated clock still needs (memory and Redis read a stale
+/// state alike); steps back by more than an hour still rebase.
+LimiterOptions walkOptions(const std::string& name) {
+    LimiterOptions options = limiterOptions(name);
+    options.lateCallTolerance = 1h;
+    return options;
+}
+
+TEMPLATE_LIST_TEST_CASE(
+    "RedisStorage: a limit set decides and refunds as in memory, member by "
+    "member",
+    "[redis_storage][redis][limit_set][refund]", RedisSets) {
     using Set = TestType;
     const auto server = startServer();
     if (!server) {
@@ -68,50 +136,38 @@ TEMPLATE_LIST_TEST_CASE("RedisStorage: a limit set decides as in memory, member 
     }
     const RedisStorage storage(storageOptions(*server, "rl-set-parity"));
     Rng rng(testSeed() + Set::kSize);
-    // An hour's late-call tolerance keeps every key in Redis for an hour of real time at
-    // least, so Redis never drops a state the simulated clock still needs (memory and Redis
-    // read a stale state alike); steps back by more than an hour still rebase.
-    LimiterOptions options = limiterOptions("parity");
-    options.lateCallTolerance = 1h;
     for (int round = 0; round < 12; ++round) {
+        INFO("round " << round);
         const auto limits = [&]<std::size_t... I>(std::index_sequence<I...>) {
             return
                 typename Set::Limits{randomMemberLimit<typename Set::template Member<I>>(rng)...};
         }
         (std::make_index_sequence<Set::kSize>{});
-        options.name = "parity" + std::to_string(round);
+        const LimiterOptions options = walkOptions("parity" + std::to_string(round));
         ManualClock clock;
-        std::int64_t nowUs = uniform(rng, 0, std::int64_t{1} << 45);
         MemoryLimiter<Set> memory(limits, MemoryStorage{}, clock, options);
         RedisLimiter<Set> redis(limits, storage, clock, options);
-        const std::int64_t capacity = Set::capacity(limits);
-        std::int64_t lastRemaining = capacity;
-        for (int step = 0; step < 150; ++step) {
-            const Limit& paced = limits[static_cast<std::size_t>(uniform(rng, 0, Set::kSize - 1))];
-            const std::int64_t periodUs =
-                std::chrono::duration_cast<std::chrono::microseconds>(paced.period).count();
-            nowUs = std::max<std::int64_t>(
-                0, nowUs + randomMove(rng, periodUs,
-                                      std::max<std::int64_t>(1, periodUs / paced.count)));
-            clock.set(std::chrono::microseconds{nowUs});
-            const std::int64_t cost = randomCost(rng, capacity, lastRemaining);
-            const bool peek = uniform(rng, 0, 9) == 0;
-            typename Set::Decisions inMemory;
-            typename Set::Decisions inRedis;
-            const Decision m = peek ? memory.peek("key", cost, inMemory)
-                                    : memory.tryAcquire("key", cost, inMemory);
-            const Decision r =
-                peek ? redis.peek("key", cost, inRedis) : redis.tryAcquire("key", cost, inRedis);
-            INFO("round " << round << " step " << step << " at " << nowUs << "us cost " << cost
-                          << (peek ? " (peek)" : ""));
-            REQUIRE(parity(m, r).empty());
-            REQUIRE(m.policy == r.policy);
-            for (std::size_t i = 0; i < Set::kSize; ++i) {
-                INFO("member " << i);
-                REQUIRE(parity(inMemory[i], inRedis[i]).empty());
-            }
-            lastRemaining = r.remaining;
-        }
+        replayRandomWalk<Set>(rng, limits, clock, memory, redis);
+    }
+    CHECK(storage.stats().failures == 0);
+}
+
+TEMPLATE_TEST_CASE("RedisStorage: a refund gives back as in memory",
+                   "[redis_storage][redis][refund]", RATELIMIT_TEST_MODELS) {
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    const RedisStorage storage(storageOptions(*server, "rl-refund-parity"));
+    Rng rng(testSeed() + 17);
+    for (int round = 0; round < 12; ++round) {
+        INFO("round " << round);
+        const Limit limit = randomMemberLimit<TestType>(rng);
+        const LimiterOptions options = walkOptions("refund" + std::to_string(round));
+        ManualClock clock;
+        MemoryLimiter<TestType> memory(limit, MemoryStorage{}, clock, options);
+        RedisLimiter<TestType> redis(limit, storage, clock, options);
+        replayRandomWalk<TestType>(rng, limit, clock, memory, redis);
     }
     CHECK(storage.stats().failures == 0);
 }
