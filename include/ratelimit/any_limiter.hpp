@@ -71,6 +71,11 @@ public:
         return table_->peek(object_.get(), key, cost);
     }
 
+    /// `Limiter::refund(key, cost)`: gives back up to `cost` of what `key` consumed.
+    Decision refund(std::string_view key, std::int64_t cost = 1) {
+        return table_->refund(object_.get(), key, cost);
+    }
+
     /// `Limiter::reset(key)`.
     void reset(std::string_view key) { table_->reset(object_.get(), key); }
 
@@ -88,6 +93,7 @@ private:
     struct Table {
         Decision (*tryAcquire)(void*, std::string_view, std::int64_t);
         Decision (*peek)(void*, std::string_view, std::int64_t);
+        Decision (*refund)(void*, std::string_view, std::int64_t);
         void (*reset)(void*, std::string_view);
         const Limit& (*limit)(const void*) noexcept;
         const LimiterOptions& (*options)(const void*) noexcept;
@@ -101,6 +107,9 @@ private:
         },
         [](void* o, std::string_view key, std::int64_t cost) {
             return static_cast<L*>(o)->peek(key, cost);
+        },
+        [](void* o, std::string_view key, std::int64_t cost) {
+            return static_cast<L*>(o)->refund(key, cost);
         },
         [](void* o, std::string_view key) { static_cast<L*>(o)->reset(key); },
         [](const void* o) noexcept -> const Limit& { return static_cast<const L*>(o)->limit(); },

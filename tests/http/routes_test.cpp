@@ -266,6 +266,32 @@ TEST_CASE("RouteLimiter: an IPv6 /48 aggregate limit catches clients spread over
                         Catch::Matchers::Contains("allowList"));
 }
 
+TEST_CASE("RouteLimiter: a client's own refusal never spends its /48 aggregate's quota",
+          "[http][routes][refund]") {
+    // Before, one /56 that hammered past its own limit spent the whole /48's quota, and every
+    // other /56 of it was refused.
+    RouteLimiterOptions options;
+    options.ipv6AggregateLimit = Limit::perHour(6);
+    RouteLimiter limiter{RouteTable::parse("* / 2/h"), ratelimit::MemoryStorage{}, options};
+    const auto send = [&](const std::string& peer) {
+        return limiter.check(RequestInfo{"GET", "/", peer, {}, {}, {}});
+    };
+    int admitted = 0;
+    for (int i = 0; i < 10; ++i) {
+        const Verdict v = send("2001:db8:1:100::1");
+        admitted += v.allowed ? 1 : 0;
+        if (!v.allowed) {
+            // Refused by its own limit; the aggregate's 4 left are told as they stand.
+            CHECK(field(v, "RateLimit")->find("\"ipv6-aggregate\";r=4") != std::string::npos);
+        }
+    }
+    CHECK(admitted == 2);
+    for (int i = 2; i < 6; ++i) {
+        CHECK(send("2001:db8:1:" + std::to_string(i) + "00::1").allowed);
+    }
+    CHECK_FALSE(send("2001:db8:1:700::1").allowed);  // the aggregate's 6 are spent now
+}
+
 TEST_CASE(
     "RouteLimiter: a target whose dot segments, encoded slashes or parameters change its route "
     "is refused, never judged by a rule the application does not serve it by",

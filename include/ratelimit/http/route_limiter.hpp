@@ -191,8 +191,14 @@ public:
             checks.push_back({&aggregatePolicy_, d});
         }
         if (checks.empty() || checks.front().decision.allowed) {
-            checks.push_back(
-                {&policies_[index], limiters_[index].tryAcquire(v.client.key, v.rule->cost)});
+            const Decision own = limiters_[index].tryAcquire(v.client.key, v.rule->cost);
+            checks.push_back({&policies_[index], own});
+            if (!own.allowed && checks.size() == 2) {
+                // All or nothing: the client's own limit refused, so the aggregate gives back
+                // what it took (another request may see it spent meanwhile: docs/http.md).
+                checks.front().decision =
+                    undo(*aggregate_, v.client.aggregateKey, checks.front(), v.rule->cost);
+            }
         }
         const ResponseContext context{{}, v.client.key};
         v.headers = headers_(checks, context);
@@ -227,6 +233,16 @@ public:
     [[nodiscard]] const ClientIdentity& identity() const noexcept { return identity_; }
 
 private:
+    /// Gives back the cost an admitting check took, and returns that check's figures after
+    /// it (a dry-run's admission of a refusal took nothing; a degraded one took nothing known).
+    static Decision undo(AnyLimiter& limiter, std::string_view key, const PolicyDecision& taken,
+                         std::int64_t cost) {
+        if (taken.decision.wouldRefuse || taken.decision.degraded) {
+            return taken.decision;
+        }
+        return limiter.refund(key, cost);
+    }
+
     /// What a path means to the limiter: skipped, or judged by `rule` (nullptr: by none).
     struct Route {
         bool skipped = false;
