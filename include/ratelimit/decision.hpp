@@ -65,7 +65,8 @@ namespace detail {
 /// the longer wait between refusals, the less remaining between admissions; a tie keeps
 /// `current`. The one rule for a limit set's binding member and for the rate-limit fields'
 /// binding policy.
-constexpr bool bindsTighter(const Decision& candidate, const Decision& current) noexcept {
+[[gnu::always_inline]] constexpr bool bindsTighter(const Decision& candidate,
+                                                   const Decision& current) noexcept {
     if (candidate.allowed != current.allowed) {
         return !candidate.allowed;
     }

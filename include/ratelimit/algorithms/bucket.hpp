@@ -9,6 +9,7 @@
 #include <ratelimit/algorithms/model.hpp>
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/checked_math.hpp>
+#include <ratelimit/detail/inline.hpp>
 
 namespace ratelimit {
 inline namespace v1 {
@@ -18,7 +19,8 @@ namespace detail {
 /// raises by the cost when it admits. The decision is returned as it is built, never as a
 /// member of a larger result: a copy of its 48 bytes out of one stalled the inlined step on a
 /// store-forwarding miss (12–15 % of a hot key's time).
-inline Decision bucketStep(const Quota& q, std::int64_t& deficit, std::int64_t cost) noexcept {
+RATELIMIT_INLINE Decision bucketStep(const Quota& q, std::int64_t& deficit,
+                                     std::int64_t cost) noexcept {
     // Every dividend is below 2^62 + 2^62 (deficits and capacity are below 2^62).
     const auto reset = [&](std::int64_t d) { return q.perTick.ceil(d); };
     const auto remaining = [&](std::int64_t d) { return q.perToken.floor(q.capacityUnits - d); };

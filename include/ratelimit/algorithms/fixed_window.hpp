@@ -8,6 +8,7 @@
 #include <ratelimit/algorithms/window.hpp>
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/checked_math.hpp>
+#include <ratelimit/detail/inline.hpp>
 #include <ratelimit/limit.hpp>
 
 namespace ratelimit {
@@ -34,7 +35,8 @@ struct FixedWindowModel : WindowKind, ModelNames<"fixed_window", 3, "last", "int
         std::int64_t used = 0;  ///< 0 marks a fresh key
     };
 
-    static Decision step(State& state, const Quota& q, Tick now, std::int64_t cost) noexcept {
+    RATELIMIT_INLINE static Decision step(State& state, const Quota& q, Tick now,
+                                          std::int64_t cost) noexcept {
         State view = state;
         const bool steppedBack = rebaseAndRoll(view, q, now);
         const Tick left = q.period - view.into;
@@ -150,7 +152,7 @@ private:
     /// over gives way to the aligned one holding `now`, unless that would overlap the shifted
     /// one, which the next window then follows; a fresh key starts in the aligned window.
     /// Returns whether it rebased.
-    static bool rebaseAndRoll(State& s, const Quota& q, Tick now) noexcept {
+    RATELIMIT_INLINE static bool rebaseAndRoll(State& s, const Quota& q, Tick now) noexcept {
         const bool steppedBack = s.used > 0 && now < s.last;
         if (s.used == 0) {
             s.into = detail::alignedInto(now, q.period);

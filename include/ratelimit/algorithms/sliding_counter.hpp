@@ -8,6 +8,7 @@
 #include <ratelimit/algorithms/window.hpp>
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/checked_math.hpp>
+#include <ratelimit/detail/inline.hpp>
 #include <ratelimit/limit.hpp>
 
 namespace ratelimit {
@@ -32,7 +33,8 @@ struct SlidingCounterModel
         std::int64_t current = 0;
     };
 
-    static Decision step(State& state, const Quota& q, Tick now, std::int64_t cost) noexcept {
+    RATELIMIT_INLINE static Decision step(State& state, const Quota& q, Tick now,
+                                          std::int64_t cost) noexcept {
         using detail::Int128;
         State view = state;
         const bool steppedBack = rebaseAndRoll(view, q, now);
@@ -180,7 +182,7 @@ private:
     /// window): after a step back no time passed, so the windows shift by the step; windows
     /// that are over roll forward; a fresh key starts in the epoch-aligned window holding `now`.
     /// Returns whether it rebased.
-    static bool rebaseAndRoll(State& s, const Quota& q, Tick now) noexcept {
+    RATELIMIT_INLINE static bool rebaseAndRoll(State& s, const Quota& q, Tick now) noexcept {
         const bool steppedBack = (s.previous > 0 || s.current > 0) && now < s.last;
         if (!steppedBack) {
             const Tick e = detail::windowElapsed(s.into, s.last, now);

@@ -8,6 +8,7 @@
 #include <ratelimit/algorithms/model.hpp>
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/checked_math.hpp>
+#include <ratelimit/detail/inline.hpp>
 #include <ratelimit/limit.hpp>
 
 namespace ratelimit {
@@ -25,7 +26,8 @@ struct TokenBucketModel : BucketKind, ModelNames<"token_bucket", 2, "last", "def
         std::int64_t deficit = 0;
     };
 
-    static Decision step(State& state, const Quota& q, Tick now, std::int64_t cost) noexcept {
+    RATELIMIT_INLINE static Decision step(State& state, const Quota& q, Tick now,
+                                          std::int64_t cost) noexcept {
         const bool steppedBack = state.deficit > 0 && now < state.last;
         std::int64_t deficit = deficitAt(state, q, now);
         Decision d = detail::bucketStep(q, deficit, cost);
@@ -110,7 +112,8 @@ end
 
 private:
     /// The deficit after refilling up to `now`; a clock that stepped back refills nothing.
-    static std::int64_t deficitAt(const State& state, const Quota& q, Tick now) noexcept {
+    RATELIMIT_INLINE static std::int64_t deficitAt(const State& state, const Quota& q,
+                                                   Tick now) noexcept {
         if (state.deficit == 0 || now <= state.last) {
             return state.deficit;
         }

@@ -9,8 +9,10 @@
 #    define RATELIMIT_COLD
 #endif
 
-// A step the compiler would leave out of line for its size alone, on the hot path all the same
-// (a limit set's, which inlines its members' steps).
+// A step the compiler would leave out of line for its size or its several callers (the refund
+// path calls the same pieces), on the hot path all the same: the models' steps and the
+// late-call rule around them, and a limit set's, which inlines its members' steps. Out of line,
+// a step's 48-byte decision is copied out of a stack slot, a store-forwarding stall.
 #if defined(__GNUC__) || defined(__clang__)
 #    define RATELIMIT_INLINE [[gnu::always_inline]] inline
 #else

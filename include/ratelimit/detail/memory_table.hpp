@@ -608,6 +608,10 @@ private:
         /// Whether the request may write the key's state: a consuming step or a refund, of a
         /// cost above 0.
         [[nodiscard]] bool writes() const noexcept { return mode != StepMode::kPeek && cost > 0; }
+        /// The cost the model's step is asked: a refund is answered as a zero cost.
+        [[nodiscard]] std::int64_t stepCost() const noexcept {
+            return mode == StepMode::kRefund ? 0 : cost;
+        }
         /// Whether a key without an entry takes one: a refund gives back nothing there.
         [[nodiscard]] bool inserts() const noexcept {
             return mode == StepMode::kConsume && cost > 0;
@@ -629,14 +633,18 @@ private:
             const bool stale = r.clock.steady() && satSub(last, now) <= quota_.lateTolerance;
             now = stale ? last : r.clock();
         }
-        if (r.mode == StepMode::kRefund) [[unlikely]] {
-            return refundCold(state, r, now);
-        }
+        // A refund gives back out of line, then is answered as a zero cost: one decision,
+        // built in the caller's place.
         if constexpr (std::is_trivially_copyable_v<typename M::State>) {
             // One copy of the model's step in the inlined path, for peeks and writes alike.
             typename M::State next = state;
+            if (r.mode == StepMode::kRefund) [[unlikely]] {
+                // By value: a state whose address escaped would live on the stack, and its
+                // copy back stalled every step on a store-forwarding miss.
+                next = refundedCold(next, r, now);
+            }
             // Not const: GCC 12 builds a const local apart and copies it out.
-            Decision d = applyStep<M>(next, quota_, now, r.cost, r.each);
+            Decision d = applyStep<M>(next, quota_, now, r.stepCost(), r.each);
             if (r.writes()) {
                 state = next;
             }
@@ -646,17 +654,21 @@ private:
                 typename M::State copy = state;
                 return applyStep<M>(copy, quota_, now, r.cost, r.each);
             }
-            return applyStep<M>(state, quota_, now, r.cost, r.each);
+            if (r.mode == StepMode::kRefund) [[unlikely]] {
+                state = refundedCold(std::move(state), r, now);
+            }
+            return applyStep<M>(state, quota_, now, r.stepCost(), r.each);
         }
     }
 
-    /// A refund (`Limiter::refund`, which only refundable models offer), in place.
-    RATELIMIT_COLD Decision refundCold(typename M::State& state, const Request& r, Tick now) {
+    /// `state` after a refund gives back (`Limiter::refund`, which only refundable models
+    /// offer).
+    RATELIMIT_COLD typename M::State refundedCold(typename M::State state, const Request& r,
+                                                  Tick now) {
         if constexpr (RefundableModel<M>) {
-            return applyRefund<M>(state, quota_, now, r.cost, r.each);
-        } else {
-            return applyStep<M>(state, quota_, now, 0, r.each);
+            applyRefund<M>(state, quota_, now, r.cost);
         }
+        return state;
     }
 
     /// A slot and its lock, held by whoever has it (clang's analysis cannot follow a lock out of
@@ -677,9 +689,17 @@ private:
         Group& second = segment[k.groups[1]];
         __builtin_prefetch(&first.slots[k.home].key);
         __builtin_prefetch(&first.slots[k.home].state);
+        __builtin_prefetch(lastByte(first.slots[k.home].state));
         __builtin_prefetch(&second);
         __builtin_prefetch(&second.slots[k.home].key);
         __builtin_prefetch(&second.slots[k.home].state);
+        __builtin_prefetch(lastByte(second.slots[k.home].state));
+    }
+
+    /// The last byte of a slot's state: a state wider than 16 bytes (a limit set's) may end in
+    /// the next cache line.
+    static const char* lastByte(const SlotState& state) noexcept {
+        return reinterpret_cast<const char*>(&state) + sizeof(SlotState) - 1;
     }
 
     /// Calls `visit(i)` for each slot `i` of `g` tagged `tag`, until one returns true; returns
@@ -1011,9 +1031,8 @@ private:
         }
         if (p == Placed::kDone) {
             typename M::State fresh{};
-            // A fresh key has nothing to give back: a refund is answered as a zero cost.
-            const std::int64_t cost = r.mode == StepMode::kRefund ? 0 : r.cost;
-            out = applyStep<M>(fresh, quota_, r.now, cost, r.each);
+            // A fresh key has nothing to give back.
+            out = applyStep<M>(fresh, quota_, r.now, r.stepCost(), r.each);
             return p;
         }
         out = spillCold(k, r);

@@ -10,6 +10,7 @@
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/checked_math.hpp>
 #include <ratelimit/detail/chrono.hpp>
+#include <ratelimit/detail/inline.hpp>
 #include <ratelimit/quota.hpp>
 
 namespace ratelimit {
@@ -81,7 +82,7 @@ inline void shiftLate(Decision& d, Tick late, std::int64_t nanosPerTick) noexcep
 /// call is answered at and returns by how much (0 for a call that is not late). Redis applies
 /// the same rule in its script (detail/redis_script.hpp).
 template <class M, class Q>
-inline Tick answerLate(const typename M::State& state, const Q& q, Tick& now) noexcept {
+RATELIMIT_INLINE Tick answerLate(const typename M::State& state, const Q& q, Tick& now) noexcept {
     const Tick last = M::lastWrite(state);
     if (now < last && satSub(last, now) <= q.lateTolerance) {
         const Tick late = last - now;
@@ -94,8 +95,8 @@ inline Tick answerLate(const typename M::State& state, const Q& q, Tick& now) no
 /// One model step at the time a call is answered at, its waits counted from the call's own
 /// time, `late` ticks before; a limit set's members' decisions go to `each` when it is given.
 template <class M, class Q>
-inline Decision stepLate(typename M::State& state, const Q& q, Tick now, std::int64_t cost,
-                         Tick late, EachOf<M>* each) {
+RATELIMIT_INLINE Decision stepLate(typename M::State& state, const Q& q, Tick now,
+                                   std::int64_t cost, Tick late, EachOf<M>* each) {
     if constexpr (!std::is_empty_v<EachOf<M>>) {
         if (each != nullptr) {
             Decision d = M::step(state, q, now, cost, *each);
@@ -114,20 +115,19 @@ inline Decision stepLate(typename M::State& state, const Q& q, Tick now, std::in
 /// Runs one model step under the late-call rule (`answerLate`).
 /// `M` is an `AlgorithmModel` (algorithms/model.hpp).
 template <class M, class Q>
-inline Decision applyStep(typename M::State& state, const Q& q, Tick now, std::int64_t cost,
-                          EachOf<M>* each = nullptr) {
+RATELIMIT_INLINE Decision applyStep(typename M::State& state, const Q& q, Tick now,
+                                    std::int64_t cost, EachOf<M>* each = nullptr) {
     const Tick late = answerLate<M>(state, q, now);
     return stepLate<M>(state, q, now, cost, late, each);
 }
 
-/// A refund (`Limiter::refund`) under the late-call rule: the model gives back up to `cost`,
-/// then the key's decision as it stands is returned (a zero cost's, which writes nothing).
+/// A refund (`Limiter::refund`) under the late-call rule: the model gives back up to `cost` at
+/// the time a take would be answered at. The refund's figures are then a zero cost's step
+/// (`applyStep`), at the call's own time.
 template <class M, class Q>
-inline Decision applyRefund(typename M::State& state, const Q& q, Tick now, std::int64_t cost,
-                            EachOf<M>* each = nullptr) {
-    const Tick late = answerLate<M>(state, q, now);
+inline void applyRefund(typename M::State& state, const Q& q, Tick now, std::int64_t cost) {
+    (void)answerLate<M>(state, q, now);
     M::refund(state, q, now, cost);
-    return stepLate<M>(state, q, now, 0, late, each);
 }
 
 }  // namespace detail
