@@ -9,6 +9,8 @@
 //     With threads, real time per check is the aggregate: wall time / checks of all threads.
 //   BM_<Algorithm>_Memory_GivenNow/...      tryAcquire(key, cost, now), the time read once
 //                                            before the loop: the step without the clock
+//   BM_Set_TokenBucket_FixedWindow_Memory/...  a limit set of a token bucket and a fixed
+//                                            window, both admitting every call
 //   BM_TokenBucket_Memory_Hook/...          the same row with MemoryStorage::Options::onEvent
 //                                            set (it never fires): what the unused hook costs
 //   BM_Baseline_ClockRead                   SteadyClock::now() alone
@@ -67,16 +69,43 @@ constexpr std::int64_t kBucketRate = 1'000'000;           // per second
 constexpr std::int64_t kBucketBurst = 1'000'000'000'000;  // 10^12: never empties in a run
 constexpr std::int64_t kWindowCount = 1'000'000'000'000;  // per second
 
-template <class Model>
-Limit allowedLimit() {
-    if constexpr (Model::kBucket) {
-        return Limit::perSecond(kBucketRate).withBurst(kBucketBurst);
-    } else {
-        return Limit::perSecond(kWindowCount);
+/// A limit set's limits: `limit<Member>()` for each member.
+template <class Set, template <class> class Of>
+typename Set::Limits memberLimits() {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+        return typename Set::Limits{Of<typename Set::template Member<I>>::make()...};
     }
+    (std::make_index_sequence<Set::kSize>{});
 }
 
-Limit deniedLimit() { return Limit::perDay(kDeniedCount); }
+template <class Model>
+struct Allowed {
+    static ratelimit::LimitOf<Model> make() {
+        if constexpr (ratelimit::detail::kIsLimitSet<Model>) {
+            return memberLimits<Model, Allowed>();
+        } else if constexpr (Model::kBucket) {
+            return Limit::perSecond(kBucketRate).withBurst(kBucketBurst);
+        } else {
+            return Limit::perSecond(kWindowCount);
+        }
+    }
+};
+
+template <class Model>
+struct Denied {
+    static ratelimit::LimitOf<Model> make() {
+        if constexpr (ratelimit::detail::kIsLimitSet<Model>) {
+            return memberLimits<Model, Denied>();
+        } else {
+            return Limit::perDay(kDeniedCount);
+        }
+    }
+};
+
+template <class Model>
+ratelimit::LimitOf<Model> allowedLimit() {
+    return Allowed<Model>::make();
+}
 
 // The baselines' bucket, in nanoseconds: emission interval and burst.
 struct BucketParams {
@@ -205,7 +234,7 @@ public:
 
     LimiterFixture(std::size_t keyCount, bool denied, bool hook)
         : storage(storageOptions(hook)),
-          limiter(denied ? deniedLimit() : allowedLimit<Model>(), storage),
+          limiter(denied ? Denied<Model>::make() : allowedLimit<Model>(), storage),
           keys(keySet(keyCount)) {
         for (const std::string& key : keys) {
             benchmark::DoNotOptimize(limiter.tryAcquire(key, denied ? kDeniedCount : 1));
@@ -461,6 +490,12 @@ int main(int argc, char** argv) {
     registerAlgorithm<ratelimit::FixedWindowModel>("FixedWindow");
     registerAlgorithm<ratelimit::SlidingCounterModel>("SlidingCounter");
     registerAlgorithm<ratelimit::SlidingLogModel>("SlidingLog");
+    // A limit set of two members against its members alone (the rows above): what the set
+    // costs per check.
+    benchmark::RegisterBenchmark(
+        "BM_Set_TokenBucket_FixedWindow_Memory",
+        &BM_Limiter<ratelimit::LimitSet<ratelimit::TokenBucketModel, ratelimit::FixedWindowModel>>)
+        ->Apply(givenNowMatrix);
     benchmark::RegisterBenchmark("BM_TokenBucket_Memory_Hook",
                                  &BM_LimiterHook<ratelimit::TokenBucketModel>)
         ->Apply(givenNowMatrix);

@@ -7,6 +7,9 @@
 //     connections). keys:1 is one hot key,
 //     keys:10000 goes round-robin from each thread's own offset. The limit admits every call
 //     of the run; a degraded or refused answer fails the row (SkipWithError).
+//   BM_Set_TokenBucket_FixedWindow_Redis/keys:1/real_time/threads:1
+//     The same with a limit set of a token bucket and a fixed window: one script call
+//     (per_check, the requests per check, is 1) stepping both members.
 //   BM_<Algorithm>_RedisPool/keys:1/real_time/threads:T
 //     The same with `pipelining = false` (one caller per pooled connection), token bucket only.
 //   BM_Baseline_HiredisEvalsha_<Algorithm>/keys:K/real_time/threads:T
@@ -52,6 +55,7 @@
 #include <string>
 #include <string_view>
 #include <sys/types.h>
+#include <utility>
 #include <vector>
 
 #include <benchmark/benchmark.h>
@@ -184,8 +188,13 @@ void startRedis() {
 // Limits: every call of a run is admitted, within Redis's exact range (2^53 µs).
 
 template <class Model>
-Limit allowedLimit() {
-    if constexpr (Model::kBucket) {
+ratelimit::LimitOf<Model> allowedLimit() {
+    if constexpr (ratelimit::detail::kIsLimitSet<Model>) {
+        return [&]<std::size_t... I>(std::index_sequence<I...>) {
+            return typename Model::Limits{allowedLimit<typename Model::template Member<I>>()...};
+        }
+        (std::make_index_sequence<Model::kSize>{});
+    } else if constexpr (Model::kBucket) {
         return Limit::perSecond(1'000).withBurst(1'000'000'000);
     } else {
         return Limit::perSecond(1'000'000'000);
@@ -245,7 +254,7 @@ struct Evalsha {
         const auto table = RedisStorage{}.template table<Model>(limiterOptions("raw"), quota);
         script = table.script();
         sha = table.scriptSha();
-        quotaArguments = ratelimit::detail::quotaArguments(quota);
+        quotaArguments = ratelimit::detail::quotaArguments<Model>(quota);
         keyOf = [table](std::string_view key) { return table.redisKey(key); };
     }
 
@@ -253,7 +262,8 @@ struct Evalsha {
     /// by the library's own encoder.
     [[nodiscard]] std::vector<std::string> arguments(std::string_view key) const {
         std::string request;
-        ratelimit::detail::appendScriptRequest(request, "EVALSHA", sha, keyOf(key),
+        const std::string keys[] = {keyOf(key)};
+        ratelimit::detail::appendScriptRequest(request, "EVALSHA", sha, keys,
                                                {.now = "", .cost = 1, .consume = true, .phase = 0},
                                                quotaArguments);
         return rt::argvOf(request);
@@ -326,8 +336,11 @@ void BM_Redis(benchmark::State& state) {
         // Requests per write: above 1 when pipelining gathered several callers' requests.
         const ratelimit::RedisStats after = storage.stats();
         const auto writes = static_cast<double>(after.writes - before.writes);
-        state.counters["per_write"] =
-            static_cast<double>(after.requests - before.requests) / std::max(writes, 1.0);
+        const auto requests = static_cast<double>(after.requests - before.requests);
+        state.counters["per_write"] = requests / std::max(writes, 1.0);
+        // Round trips per check: 1, a limit set's included.
+        state.counters["per_check"] =
+            requests / static_cast<double>(state.iterations() * state.threads());
     }
     state.SetItemsProcessed(state.iterations());
     if (failed != 0) {
@@ -446,6 +459,14 @@ int main(int argc, char** argv) {
     registerAlgorithm<ratelimit::FixedWindowModel>("FixedWindow", false);
     registerAlgorithm<ratelimit::SlidingCounterModel>("SlidingCounter", false);
     registerAlgorithm<ratelimit::SlidingLogModel>("SlidingLog", false);
+    // A limit set of two members, one script call per check.
+    benchmark::RegisterBenchmark(
+        "BM_Set_TokenBucket_FixedWindow_Redis",
+        &BM_Redis<ratelimit::LimitSet<ratelimit::TokenBucketModel, ratelimit::FixedWindowModel>>)
+        ->ArgNames({"keys"})
+        ->Arg(1)
+        ->Threads(1)
+        ->UseRealTime();
 
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) {
