@@ -35,6 +35,7 @@
 // redis-benchmark, and exits.
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstddef>
@@ -262,7 +263,7 @@ struct Evalsha {
     /// by the library's own encoder.
     [[nodiscard]] std::vector<std::string> arguments(std::string_view key) const {
         std::string request;
-        const std::string keys[] = {keyOf(key)};
+        const std::array<std::string, 1> keys{keyOf(key)};
         ratelimit::detail::appendScriptRequest(request, "EVALSHA", sha, keys,
                                                {.now = "", .cost = 1, .consume = true, .phase = 0},
                                                quotaArguments);

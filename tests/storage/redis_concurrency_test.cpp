@@ -230,6 +230,54 @@ private:
     std::string err_;
 };
 
+/// Four workers frozen at kFrozenUs, each trying 15 cost-1 requests on `key` with the limiter
+/// `name` of `model` (count per period, burst), their files under `directory`-<i>.
+std::vector<std::unique_ptr<WorkerProcess>> startWorkers(const RedisServer& server,
+                                                         const std::string& prefix,
+                                                         const std::string& name,
+                                                         std::string_view model, const Limit& limit,
+                                                         const std::string& key,
+                                                         const std::string& directory) {
+    const std::int64_t periodUs =
+        std::chrono::duration_cast<std::chrono::microseconds>(limit.period).count();
+    std::vector<std::unique_ptr<WorkerProcess>> workers;
+    workers.reserve(4);
+    for (int i = 0; i < 4; ++i) {
+        workers.push_back(std::make_unique<WorkerProcess>(
+            std::vector<std::string>{kWorker, server.unixSocket(), prefix, name, std::string(model),
+                                     std::to_string(limit.count), std::to_string(periodUs),
+                                     std::to_string(limit.burst), std::to_string(kFrozenUs), "15",
+                                     key},
+            server.directory() + "/" + directory + std::to_string(i)));
+    }
+    return workers;
+}
+
+/// Starts the threads and the workers at once; returns the admissions of all of them, each
+/// worker having exited cleanly with at most `most`.
+template <class Model>
+std::int64_t admittedTogether(Contenders<Model>& threads, std::latch& start,
+                              const std::vector<std::unique_ptr<WorkerProcess>>& workers,
+                              std::int64_t most) {
+    for (const auto& w : workers) {
+        w->go();
+    }
+    start.count_down();
+    std::int64_t total = threads.admitted();
+    CHECK(threads.wrong() == 0);
+    for (std::size_t i = 0; i < workers.size(); ++i) {
+        const WorkerProcess::Result r = workers[i]->wait();
+        INFO("worker " << i << " stderr: " << r.err);
+        REQUIRE(WIFEXITED(r.status));
+        REQUIRE(WEXITSTATUS(r.status) == 0);
+        const std::int64_t n = std::stoll(r.out);
+        CHECK(n >= 0);
+        CHECK(n <= most);
+        total += n;
+    }
+    return total;
+}
+
 }  // namespace
 
 TEMPLATE_TEST_CASE("RedisStorage: 4 processes and 4 threads on one key admit exactly the limit",
@@ -248,39 +296,12 @@ TEMPLATE_TEST_CASE("RedisStorage: 4 processes and 4 threads on one key admit exa
     clock.set(std::chrono::microseconds{kFrozenUs});
     RedisLimiter<TestType> limiter(kContended, storage, clock, limiterOptions(name));
     const std::int64_t lim = capacityOf<TestType>(kContended);
-    const std::int64_t periodUs =
-        std::chrono::duration_cast<std::chrono::microseconds>(kContended.period).count();
 
-    std::vector<std::unique_ptr<WorkerProcess>> workers;
-    workers.reserve(4);
-    for (int i = 0; i < 4; ++i) {
-        workers.push_back(std::make_unique<WorkerProcess>(
-            std::vector<std::string>{kWorker, server->unixSocket(), prefix, name,
-                                     std::string(TestType::kName), std::to_string(kContended.count),
-                                     std::to_string(periodUs), std::to_string(kContended.burst),
-                                     std::to_string(kFrozenUs), "15", key},
-            server->directory() + "/worker" + std::to_string(i)));
-    }
+    const auto workers =
+        startWorkers(*server, prefix, name, TestType::kName, kContended, key, "worker");
     std::latch start(1);
     Contenders<TestType> threads(limiter, key, 4, 15, start);  // 4 × 15 + 4 × 15 = 120 attempts
-    for (auto& w : workers) {
-        w->go();
-    }
-    start.count_down();
-
-    std::int64_t total = threads.admitted();
-    CHECK(threads.wrong() == 0);
-    for (std::size_t i = 0; i < workers.size(); ++i) {
-        const WorkerProcess::Result r = workers[i]->wait();
-        INFO("worker " << i << " stderr: " << r.err);
-        REQUIRE(WIFEXITED(r.status));
-        REQUIRE(WEXITSTATUS(r.status) == 0);
-        const std::int64_t n = std::stoll(r.out);
-        CHECK(n >= 0);
-        CHECK(n <= lim);
-        total += n;
-    }
-    CHECK(total == lim);
+    CHECK(admittedTogether(threads, start, workers, lim) == lim);
     CHECK_FALSE(limiter.peek(key, 1).allowed);
     CHECK(limiter.peek(key, 0).remaining == 0);
 }
@@ -364,37 +385,14 @@ TEST_CASE(
         const std::int64_t binding = Set::capacity(limits);
         const std::string name = "set" + std::to_string(burst);
         const std::string key = "shared {set} key";
-        const std::int64_t periodUs =
-            std::chrono::duration_cast<std::chrono::microseconds>(window.period).count();
         ManualClock clock;
         clock.set(std::chrono::microseconds{kFrozenUs});
         RedisLimiter<Set> limiter(limits, storage, clock, limiterOptions(name));
-        std::vector<std::unique_ptr<WorkerProcess>> workers;
-        workers.reserve(4);
-        for (int i = 0; i < 4; ++i) {
-            workers.push_back(std::make_unique<WorkerProcess>(
-                std::vector<std::string>{kWorker, server->unixSocket(), prefix, name,
-                                         std::string(Set::kName), std::to_string(window.count),
-                                         std::to_string(periodUs), std::to_string(burst),
-                                         std::to_string(kFrozenUs), "15", key},
-                server->directory() + "/set-worker" + std::to_string(i)));
-        }
+        const auto workers =
+            startWorkers(*server, prefix, name, Set::kName, limits[0], key, name + "-worker");
         std::latch start(1);
         Contenders<Set> threads(limiter, key, 4, 15, start, binding);
-        for (auto& w : workers) {
-            w->go();
-        }
-        start.count_down();
-        std::int64_t total = threads.admitted();
-        CHECK(threads.wrong() == 0);
-        for (std::size_t i = 0; i < workers.size(); ++i) {
-            const WorkerProcess::Result r = workers[i]->wait();
-            INFO("worker " << i << " stderr: " << r.err);
-            REQUIRE(WIFEXITED(r.status));
-            REQUIRE(WEXITSTATUS(r.status) == 0);
-            total += std::stoll(r.out);
-        }
-        CHECK(total == binding);
+        CHECK(admittedTogether(threads, start, workers, binding) == binding);
         Set::Decisions each;
         (void)limiter.peek(key, 0, each);
         CHECK(each[0].remaining == burst - binding);

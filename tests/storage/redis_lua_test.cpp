@@ -165,7 +165,7 @@ std::vector<std::string> evalArgs(const std::string& script, std::string_view ke
                                   const std::string& now, std::int64_t cost, bool consume,
                                   std::int64_t phase, const Quota& q) {
     std::string request;
-    const std::string keys[] = {std::string(key)};
+    const std::array<std::string, 1> keys{std::string(key)};
     ratelimit::detail::appendScriptRequest(request, "EVAL", script, keys,
                                            {now, cost, consume, phase},
                                            ratelimit::detail::quotaArguments<TokenBucketModel>(q));

@@ -699,6 +699,7 @@ private:
     /// The last byte of a slot's state: a state wider than 16 bytes (a limit set's) may end in
     /// the next cache line.
     static const char* lastByte(const SlotState& state) noexcept {
+        // NOLINTNEXTLINE(*-reinterpret-cast): an address to prefetch, never read through
         return reinterpret_cast<const char*>(&state) + sizeof(SlotState) - 1;
     }
 

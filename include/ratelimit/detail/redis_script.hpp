@@ -504,7 +504,11 @@ inline void appendScriptRequest(std::string& out, std::string_view verb,
     std::array<std::string, kCallArguments.size()> arguments;
     arguments[callArgument("now")] = call.now;
     arguments[callArgument("cost")] = decimal(call.cost);
-    arguments[callArgument("consume")] = call.consume ? "1" : (call.refund ? "2" : "0");
+    std::string& mode = arguments[callArgument("consume")];
+    mode = call.consume ? "1" : "0";
+    if (call.refund) {
+        mode = "2";
+    }
     arguments[callArgument("phase")] = decimal(call.phase);
     constexpr std::size_t kHead = 3;  // verb, script, the number of keys
     appendCommandHeader(out, kHead + keys.size() + arguments.size() + quota.size());
