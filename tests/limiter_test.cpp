@@ -720,6 +720,40 @@ TEST_CASE("Limiter: a refund at a time a window rolled gives back from the windo
     CHECK(send(counter, 2, "k").first == 1);
 }
 
+TEST_CASE("tryAcquireAll: several keys for one request take from every one or from none",
+          "[limiter][memory][refund]") {
+    ManualClock clock;
+    MemoryLimiter<ratelimit::TokenBucketModel> byAddress(Limit::perHour(5), MemoryStorage{}, clock);
+    ratelimit::AnyLimiter byUser(
+        MemoryLimiter<ratelimit::FixedWindowModel>(Limit::perHour(2), MemoryStorage{}, clock));
+    const auto request = [&](std::string_view user) {
+        return ratelimit::tryAcquireAll(ratelimit::KeyCheck{byAddress, "203.0.113.7"},
+                                        ratelimit::KeyCheck{byUser, user});
+    };
+    // Alice's own limit refuses her third request: the address keeps what it had.
+    for (int i = 0; i < 2; ++i) {
+        const auto [address, user] = request("alice");
+        CHECK(address.allowed);
+        CHECK(user.allowed);
+    }
+    for (int i = 0; i < 10; ++i) {
+        const auto [address, user] = request("alice");
+        CHECK_FALSE(user.allowed);
+        CHECK(address.allowed);  // given back
+        CHECK(address.remaining == 3);
+    }
+    // So Bob, behind the same address, still gets the address's last 3.
+    CHECK(request("bob")[1].allowed);
+    CHECK(request("bob")[1].allowed);
+    CHECK(byAddress.peek("203.0.113.7", 0).remaining == 1);
+    // A refusal by the first check takes nothing from the second: it is only peeked.
+    CHECK(request("carol")[0].allowed);
+    const auto [address, user] = request("carol");
+    CHECK_FALSE(address.allowed);
+    CHECK(user.allowed);
+    CHECK(byUser.peek("carol", 0).remaining == 1);
+}
+
 TEST_CASE("Limiter: a clock with millisecond ticks works", "[limiter][memory]") {
     STATIC_REQUIRE(ratelimit::ClockPolicy<MillisecondClock>);
     MillisecondClock clock;

@@ -6,6 +6,7 @@
 #include <ratelimit/algorithms/algorithm.hpp>
 #include <ratelimit/algorithms/fixed_window.hpp>
 #include <ratelimit/algorithms/leaky_bucket.hpp>
+#include <ratelimit/algorithms/limit_set.hpp>
 #include <ratelimit/algorithms/model.hpp>
 #include <ratelimit/algorithms/sliding_counter.hpp>
 #include <ratelimit/algorithms/sliding_log.hpp>
@@ -19,6 +20,7 @@
 #include <ratelimit/http/problem.hpp>
 #include <ratelimit/http/route_limiter.hpp>
 #include <ratelimit/http/routes.hpp>
+#include <ratelimit/key_checks.hpp>
 #include <ratelimit/limit.hpp>
 #include <ratelimit/limiter.hpp>
 #include <ratelimit/memory_options.hpp>

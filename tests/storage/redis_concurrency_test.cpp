@@ -366,7 +366,7 @@ TEMPLATE_TEST_CASE(
 namespace ratelimit_test {
 
 TEST_CASE(
-    "RedisStorage: a limit set under 4 processes and 4 threads admits exactly its "
+    "RedisStorage: a limit set under 4 processes and 8 threads admits exactly its "
     "binding member's limit, and consumes nothing on refusals",
     "[redis_storage][redis][concurrency][limit_set]") {
     using Set = ratelimit::LimitSet<ratelimit::TokenBucketModel, ratelimit::FixedWindowModel>;
@@ -391,7 +391,7 @@ TEST_CASE(
         const auto workers =
             startWorkers(*server, prefix, name, Set::kName, limits[0], key, name + "-worker");
         std::latch start(1);
-        Contenders<Set> threads(limiter, key, 4, 15, start, binding);
+        Contenders<Set> threads(limiter, key, 8, 15, start, binding);  // and 4 processes
         CHECK(admittedTogether(threads, start, workers, binding) == binding);
         Set::Decisions each;
         (void)limiter.peek(key, 0, each);

@@ -231,6 +231,35 @@ TEST_CASE("RedisStorage: a limit set keeps one key per member under one hash tag
     CHECK(stringReply(command(raw.get(), {"GET", windowKey("daily", "k")})) == window);
 }
 
+TEST_CASE("RedisStorage: several keys for one request take from every one or from none",
+          "[redis_storage][redis][refund]") {
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    const RedisStorage storage(storageOptions(*server, "rl-keys"));
+    ManualClock clock;
+    clock.set(1'726'000'000s);
+    RedisLimiter<TokenBucketModel> byAddress(Limit::perHour(5), storage, clock,
+                                             limiterOptions("address"));
+    RedisLimiter<FixedWindowModel> byUser(Limit::perHour(2), storage, clock,
+                                          limiterOptions("user"));
+    const auto request = [&](std::string_view user) {
+        return ratelimit::tryAcquireAll(ratelimit::KeyCheck{byAddress, "203.0.113.7"},
+                                        ratelimit::KeyCheck{byUser, user});
+    };
+    CHECK(request("alice")[1].allowed);
+    CHECK(request("alice")[1].allowed);
+    for (int i = 0; i < 5; ++i) {
+        const auto [address, user] = request("alice");
+        CHECK_FALSE(user.allowed);
+        CHECK(address.remaining == 3);  // given back
+    }
+    CHECK(request("bob")[1].allowed);
+    CHECK(byAddress.peek("203.0.113.7", 0).remaining == 2);
+    CHECK(storage.stats().failures == 0);
+}
+
 TEST_CASE("RedisStorage: the failure policies answer for every member of a set",
           "[redis_storage][redis][limit_set]") {
     using Set = LimitSet<TokenBucketModel, FixedWindowModel>;

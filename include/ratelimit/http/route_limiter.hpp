@@ -15,6 +15,7 @@
 #include <ratelimit/http/headers.hpp>
 #include <ratelimit/http/problem.hpp>
 #include <ratelimit/http/routes.hpp>
+#include <ratelimit/key_checks.hpp>
 #include <ratelimit/limit.hpp>
 #include <ratelimit/options.hpp>
 
@@ -186,19 +187,15 @@ public:
         const std::size_t index = limiterOfRule_[ruleIndex];
 
         std::vector<PolicyDecision> checks;
+        AnyLimiter& own = limiters_[index];
         if (aggregate_ && !v.client.aggregateKey.empty()) {
-            const Decision d = aggregate_->tryAcquire(v.client.aggregateKey, v.rule->cost);
-            checks.push_back({&aggregatePolicy_, d});
-        }
-        if (checks.empty() || checks.front().decision.allowed) {
-            const Decision own = limiters_[index].tryAcquire(v.client.key, v.rule->cost);
-            checks.push_back({&policies_[index], own});
-            if (!own.allowed && checks.size() == 2) {
-                // All or nothing: the client's own limit refused, so the aggregate gives back
-                // what it took (another request may see it spent meanwhile: docs/http.md).
-                checks.front().decision =
-                    undo(*aggregate_, v.client.aggregateKey, checks.front(), v.rule->cost);
-            }
+            // All or nothing: the client's own refusal gives back the aggregate's cost.
+            const auto [wide, mine] =
+                tryAcquireAll(KeyCheck{*aggregate_, v.client.aggregateKey, v.rule->cost},
+                              KeyCheck{own, v.client.key, v.rule->cost});
+            checks = {{&aggregatePolicy_, wide}, {&policies_[index], mine}};
+        } else {
+            checks = {{&policies_[index], own.tryAcquire(v.client.key, v.rule->cost)}};
         }
         const ResponseContext context{{}, v.client.key};
         v.headers = headers_(checks, context);
@@ -233,16 +230,6 @@ public:
     [[nodiscard]] const ClientIdentity& identity() const noexcept { return identity_; }
 
 private:
-    /// Gives back the cost an admitting check took, and returns that check's figures after
-    /// it (a dry-run's admission of a refusal took nothing; a degraded one took nothing known).
-    static Decision undo(AnyLimiter& limiter, std::string_view key, const PolicyDecision& taken,
-                         std::int64_t cost) {
-        if (taken.decision.wouldRefuse || taken.decision.degraded) {
-            return taken.decision;
-        }
-        return limiter.refund(key, cost);
-    }
-
     /// What a path means to the limiter: skipped, or judged by `rule` (nullptr: by none).
     struct Route {
         bool skipped = false;
