@@ -230,14 +230,14 @@ private:
     std::string err_;
 };
 
-/// Four workers frozen at kFrozenUs, each trying 15 cost-1 requests on `key` with the limiter
-/// `name` of `model` (count per period, burst), their files under `directory`-<i>.
-std::vector<std::unique_ptr<WorkerProcess>> startWorkers(const RedisServer& server,
-                                                         const std::string& prefix,
-                                                         const std::string& name,
-                                                         std::string_view model, const Limit& limit,
-                                                         const std::string& key,
-                                                         const std::string& directory) {
+/// Four workers, each trying `attempts` cost-1 requests on `key` with the limiter `name` of
+/// `model` (count per period, burst) at `now` (µs, or "system" for its system clock; frozen at
+/// kFrozenUs by default), their files under `directory`<i>.
+std::vector<std::unique_ptr<WorkerProcess>> startWorkers(
+    const RedisServer& server, const std::string& prefix, const std::string& name,
+    std::string_view model, const Limit& limit, const std::string& key,
+    const std::string& directory, const std::string& now = std::to_string(kFrozenUs),
+    const std::string& attempts = "15") {
     const std::int64_t periodUs =
         std::chrono::duration_cast<std::chrono::microseconds>(limit.period).count();
     std::vector<std::unique_ptr<WorkerProcess>> workers;
@@ -246,8 +246,7 @@ std::vector<std::unique_ptr<WorkerProcess>> startWorkers(const RedisServer& serv
         workers.push_back(std::make_unique<WorkerProcess>(
             std::vector<std::string>{kWorker, server.unixSocket(), prefix, name, std::string(model),
                                      std::to_string(limit.count), std::to_string(periodUs),
-                                     std::to_string(limit.burst), std::to_string(kFrozenUs), "15",
-                                     key},
+                                     std::to_string(limit.burst), now, attempts, key},
             server.directory() + "/" + directory + std::to_string(i)));
     }
     return workers;
@@ -322,19 +321,8 @@ TEMPLATE_TEST_CASE(
     const std::string name = "system-clock";
     const std::string key = "shared";
     const Limit limit = Limit::per(200, 100ms).withBurst(50);
-    const std::int64_t periodUs =
-        std::chrono::duration_cast<std::chrono::microseconds>(limit.period).count();
-
-    std::vector<std::unique_ptr<WorkerProcess>> workers;
-    workers.reserve(4);
-    for (int i = 0; i < 4; ++i) {
-        workers.push_back(std::make_unique<WorkerProcess>(
-            std::vector<std::string>{kWorker, server->unixSocket(), prefix, name,
-                                     std::string(TestType::kName), std::to_string(limit.count),
-                                     std::to_string(periodUs), std::to_string(limit.burst),
-                                     "system", "3000", key},
-            server->directory() + "/system" + std::to_string(i)));
-    }
+    const auto workers = startWorkers(*server, prefix, name, TestType::kName, limit, key, "system",
+                                      "system", "3000");
     for (auto& w : workers) {
         w->go();
     }
