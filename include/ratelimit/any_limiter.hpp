@@ -79,7 +79,10 @@ public:
     /// `Limiter::reset(key)`.
     void reset(std::string_view key) { table_->reset(object_.get(), key); }
 
-    [[nodiscard]] const Limit& limit() const noexcept { return table_->limit(object_.get()); }
+    /// `Limiter::setLimit(limit)`.
+    void setLimit(const Limit& limit) { table_->setLimit(object_.get(), limit); }
+
+    [[nodiscard]] Limit limit() const noexcept { return table_->limit(object_.get()); }
     [[nodiscard]] const LimiterOptions& options() const noexcept {
         return table_->options(object_.get());
     }
@@ -95,7 +98,8 @@ private:
         Decision (*peek)(void*, std::string_view, std::int64_t);
         Decision (*refund)(void*, std::string_view, std::int64_t);
         void (*reset)(void*, std::string_view);
-        const Limit& (*limit)(const void*) noexcept;
+        void (*setLimit)(void*, const Limit&);
+        Limit (*limit)(const void*) noexcept;
         const LimiterOptions& (*options)(const void*) noexcept;
         std::uint64_t (*dryRunRefusals)(const void*) noexcept;
     };
@@ -112,7 +116,8 @@ private:
             return static_cast<L*>(o)->refund(key, cost);
         },
         [](void* o, std::string_view key) { static_cast<L*>(o)->reset(key); },
-        [](const void* o) noexcept -> const Limit& { return static_cast<const L*>(o)->limit(); },
+        [](void* o, const Limit& limit) { static_cast<L*>(o)->setLimit(limit); },
+        [](const void* o) noexcept { return static_cast<const L*>(o)->limit(); },
         [](const void* o) noexcept -> const LimiterOptions& {
             return static_cast<const L*>(o)->options();
         },

@@ -69,14 +69,13 @@ public:
     /// largest accepted value). Does no I/O.
     explicit Limiter(LimitType limit, Storage storage = Storage{}, Clock clock = Clock{},
                      Options options = Options{})
-        : limit_(limit),
-          quota_(makeQuota(limit, options)),
+        : phasePeriodNs_(phasePeriodNs(limit)),
           storage_(std::move(storage)),
           clock_(std::move(clock)),
           options_(std::move(options)),
           dryRunRefusals_(options_.dryRun ? detail::Ref<DryRunCount>::make()
                                           : detail::Ref<DryRunCount>{}),
-          table_(storage_.template table<Model>(options_, quota_)) {}
+          table_(storage_.template table<Model>(options_, makeQuota(limit, options_))) {}
 
     /// Decides whether `key` may spend `cost` now, and spends it if so. The storage reads the
     /// clock so that calls on one key take effect in the order of their times (in memory: just
@@ -161,13 +160,41 @@ public:
     /// Forgets everything about `key`: its next request meets a fresh limit.
     void reset(std::string_view key) { table_.reset(key); }
 
+    /// Enforces `limit` from now on for every key, without a restart, while other threads go on
+    /// calling (and for every limiter sharing this one's table: its copies, and limiters of the
+    /// same name and model on the same storage). Each key keeps what it consumed, carried over
+    /// at its next call and rounded toward fewer admissions: it has left at most what the old
+    /// limit left it, and at most the new limit less what it consumed (docs/semantics.md,
+    /// "Changing a limit"). In Redis each key's state records the limit it was written under, so
+    /// hosts still on the old limit and hosts on the new one both carry it over.
+    /// Throws: `std::invalid_argument` as the constructor for a bad limit, and when the limiter
+    /// spreads its window resets (`LimiterOptions::spreadWindowResets`: each key's phase
+    /// follows its period).
+    /// A change is meant for a deploy or a reload of configuration, not for every request: the
+    /// table keeps each limit it enforced (about 200 bytes) while it lives. Setting the limit
+    /// in force changes nothing.
+    void setLimit(LimitType limit) {
+        if (options_.spreadWindowResets) {
+            detail::throwInvalidArgument(
+                "setLimit: not offered with LimiterOptions.spreadWindowResets (each key's window "
+                "phase follows its period)");
+        }
+        const QuotaOf<Model> quota = makeQuota(limit, options_);
+        if (!detail::sameQuotaOf<Model>(table_.quota(), quota)) {
+            table_.setQuota(quota, [this] { return ticksNow(); });
+        }
+    }
+
     /// Dry-run only (`LimiterOptions::dryRun`): the calls to `tryAcquire` it admitted that
     /// enforcing would have refused, since it was made (shared by its copies); 0 otherwise.
     [[nodiscard]] std::uint64_t dryRunRefusals() const noexcept {
         return dryRunRefusals_ ? dryRunRefusals_->count.load(std::memory_order_relaxed) : 0;
     }
 
-    [[nodiscard]] const LimitType& limit() const noexcept { return limit_; }
+    /// The limit in force (`setLimit` may replace it at any time).
+    [[nodiscard]] LimitType limit() const noexcept {
+        return detail::limitOf<Model>(table_.quota());
+    }
     [[nodiscard]] const Options& options() const noexcept { return options_; }
     [[nodiscard]] const Clock& clock() const noexcept { return clock_; }
     [[nodiscard]] const Storage& storage() const noexcept { return storage_; }
@@ -227,6 +254,14 @@ private:
         return quota;
     }
 
+    static std::uint64_t phasePeriodNs(const LimitType& limit) noexcept {
+        if constexpr (detail::kIsLimitSet<Model>) {
+            return 1;
+        } else {
+            return static_cast<std::uint64_t>(limit.period.count() > 0 ? limit.period.count() : 1);
+        }
+    }
+
     static void checkCost(std::int64_t cost) {
         if (cost < 0) {
             detail::throwInvalidArgument("cost must be >= 0 (got {})", {cost});
@@ -264,6 +299,18 @@ private:
         return table_.step(key, detail::TickSource(fixed), cost, mode);
     }
 
+    /// The time now in ticks: of this limiter's clock, or, where the store reads the time, of
+    /// this host's system clock (what its fallback table steps at).
+    [[nodiscard]] Tick ticksNow() const {
+        if constexpr (detail::kStoreSideClock<Clock>) {
+            const auto sinceEpoch = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                std::chrono::system_clock::now().time_since_epoch());
+            return detail::floorDiv(sinceEpoch.count(), kNanosPerTick);
+        } else {
+            return ticks(clock_.now());
+        }
+    }
+
     static Tick ticks(time_point t) noexcept {
         const auto sinceEpoch =
             std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
@@ -290,8 +337,7 @@ private:
     [[nodiscard]] Tick phaseOfKey(std::string_view key) const noexcept {
         const detail::Digest128 d =
             detail::SipHash128(0x7261746531696d69ULL, 0x7068617365000000ULL)(key);
-        const auto periodNs = static_cast<std::uint64_t>(limit_.period.count());
-        return phaseTicks(static_cast<Tick>(d.low % periodNs));
+        return phaseTicks(static_cast<Tick>(d.low % phasePeriodNs_));
     }
 
     /// The phase, in ticks, of a key whose hash modulo the period (in ns) is `offsetNs`: rounded
@@ -302,8 +348,9 @@ private:
         return detail::ceilDiv(phaseUs * 1000, kNanosPerTick);
     }
 
-    LimitType limit_;
-    QuotaOf<Model> quota_;
+    /// The period each key's window phase is drawn from (`spreadWindowResets`; a limiter that
+    /// spreads them keeps its period).
+    std::uint64_t phasePeriodNs_;
     Storage storage_;
     Clock clock_;
     Options options_;

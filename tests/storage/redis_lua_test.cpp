@@ -109,6 +109,15 @@ Packed valueOf(const SlidingLogModel::State& s) {
     return runs;
 }
 
+/// A written value as the scripts store it: the model's encoding, then the limit it was
+/// written under (count, burst, period; `Limiter::setLimit` carries a state over from it).
+Packed withLimit(const Packed& v, const Quota& q) {
+    if (!v) {
+        return v;
+    }
+    return *v + rt::packedState({q.count, q.burst, q.period});
+}
+
 /// The values, readable: "(fresh)" or the numbers in order.
 std::string describe(const Packed& v) {
     if (!v) {
@@ -409,7 +418,7 @@ struct Differential {
                 }
             }
 
-            const Packed before = valueOf(state);
+            const Packed before = withLimit(valueOf(state), q);
             Decision d;
             if (consume && cost > 0) {
                 d = Model::step(state, q, now, cost);
@@ -417,7 +426,7 @@ struct Differential {
                 typename Model::State copy = state;
                 d = Model::step(copy, q, now, cost);
             }
-            const Packed after = valueOf(state);
+            const Packed after = withLimit(valueOf(state), q);
             const bool wrote = after != before;
 
             const std::vector<std::string> args =
@@ -694,7 +703,7 @@ TEST_CASE("Redis Lua: the sliding log keeps more runs than one Lua call can retu
     REQUIRE(l);
     CHECK(compare(d, *l).empty());
     const rt::RedisReplyPtr stored = rt::command(c.get(), {"GET", key});
-    CHECK(valueOf(stored.get()) == valueOf(state));
+    CHECK(valueOf(stored.get()) == withLimit(valueOf(state), q));
 }
 
 TEMPLATE_TEST_CASE("Redis Lua: any byte string is a key", "[redis_lua][redis]",
@@ -789,8 +798,10 @@ TEMPLATE_TEST_CASE("Redis Lua: a script defines only the helpers and quota field
         const std::string name(field);
         CAPTURE(name);
         const bool read = script.find(name + " = tonumber(ARGV[") != std::string::npos;
-        CHECK(read == (ratelimit::detail::namesInLua(model, field, "q.") || field == "capacity" ||
-                       field == "lateTolerance"));  // the main chunk's
+        // The main chunk's, and the limit each value records (`Limiter::setLimit`).
+        const bool always = field == "capacity" || field == "lateTolerance" || field == "count" ||
+                            field == "burst" || field == "period";
+        CHECK(read == (ratelimit::detail::namesInLua(model, field, "q.") || always));
     }
     if constexpr (std::is_same_v<TestType, ratelimit::TokenBucketModel>) {
         CHECK(script.find("local function imod") == std::string::npos);

@@ -74,7 +74,7 @@ TEST_CASE("RedisStorage: TokenBucket<RedisStorage> reads the server's TIME",
     const std::vector<std::int64_t> state = unpackedState(stringReply(command(
         raw.get(),
         {"GET", redisKeyOf<ratelimit::TokenBucketModel>("rl-time", "server-time", "user")})));
-    REQUIRE(state.size() == 2);
+    REQUIRE(state.size() == 2 + 3);  // the state, then the limit it was written under
     const std::int64_t last = state.front();
     CHECK(last >= before);
     CHECK(last <= after);
@@ -116,7 +116,7 @@ TEST_CASE("RedisStorage: SystemClock times reach the script", "[redis_storage][r
     const std::vector<std::int64_t> state = unpackedState(stringReply(
         command(raw.get(),
                 {"GET", redisKeyOf<ratelimit::TokenBucketModel>("rl-system", "system", "user")})));
-    REQUIRE(state.size() == 2);
+    REQUIRE(state.size() == 2 + 3);  // the state, then the limit it was written under
     const std::int64_t last = state.front();
     CHECK(last >= before);
     CHECK(last <= after);

@@ -60,13 +60,33 @@ Limit randomMemberLimit(Rng& rng) {
 
 }  // namespace
 
-/// Replays one random walk of calls on `memory` and `redis` (same limits, same clock): takes,
-/// peeks and refunds, the clock moving back and forth; every decision must agree, a set's
-/// member by member.
+/// Random limits for `Model`: a set's, one per member.
 template <class Model>
-void replayRandomWalk(Rng& rng, const ratelimit::LimitOf<Model>& limits, ManualClock& clock,
-                      MemoryLimiter<Model>& memory, RedisLimiter<Model>& redis) {
+ratelimit::LimitOf<Model> randomLimits(Rng& rng) {
+    if constexpr (ratelimit::detail::kIsLimitSet<Model>) {
+        return [&]<std::size_t... I>(std::index_sequence<I...>) {
+            return typename Model::Limits{
+                randomMemberLimit<typename Model::template Member<I>>(rng)...};
+        }
+        (std::make_index_sequence<Model::kSize>{});
+    } else {
+        return randomMemberLimit<Model>(rng);
+    }
+}
+
+/// Replays one random walk of calls on `memory` and `redis` (same limits, same clock): takes,
+/// peeks and refunds, the clock moving back and forth, and with `changes`, the limit replaced
+/// now and then (`setLimit`); every decision must agree, a set's member by member. After a
+/// change the clock stays after every call before it: memory answers a call from before a
+/// change at the change, Redis at its own time (docs/semantics.md, "Changing a limit").
+template <class Model>
+void replayRandomWalk(Rng& rng, ratelimit::LimitOf<Model> limits, ManualClock& clock,
+                      MemoryLimiter<Model>& memory, RedisLimiter<Model>& redis,
+                      bool changes = false) {
     std::int64_t nowUs = uniform(rng, 0, std::int64_t{1} << 45);
+    std::int64_t latestUs = 0;
+    std::int64_t floorUs = 0;  // after the last change and every call before it
+    std::string changed = "no change";
     const auto pacing = [&] {
         if constexpr (ratelimit::detail::kIsLimitSet<Model>) {
             const Limit& paced =
@@ -76,18 +96,28 @@ void replayRandomWalk(Rng& rng, const ratelimit::LimitOf<Model>& limits, ManualC
             return std::pair{limits.period, limits.count};
         }
     };
-    const std::int64_t capacity = Model::capacity(limits);
+    std::int64_t capacity = Model::capacity(limits);
     std::int64_t lastRemaining = capacity;
     for (int step = 0; step < 150; ++step) {
+        if (changes && uniform(rng, 0, 11) == 0) {
+            limits = randomLimits<Model>(rng);
+            changed = "changed before step " + std::to_string(step);
+            memory.setLimit(limits);
+            redis.setLimit(limits);
+            capacity = Model::capacity(limits);
+            floorUs = latestUs + 1;
+        }
         const auto [period, count] = pacing();
         const std::int64_t us =
             std::chrono::duration_cast<std::chrono::microseconds>(period).count();
         nowUs = std::max<std::int64_t>(
-            0, nowUs + randomMove(rng, us, std::max<std::int64_t>(1, us / count)));
+            floorUs, nowUs + randomMove(rng, us, std::max<std::int64_t>(1, us / count)));
         clock.set(std::chrono::microseconds{nowUs});
+        latestUs = std::max(latestUs, nowUs);
         const std::int64_t cost = randomCost(rng, capacity, lastRemaining);
         const std::int64_t kind = uniform(rng, 0, 9);  // 0: a peek, 1-2: a refund, else a take
-        INFO("step " << step << " at " << nowUs << "us cost " << cost << " kind " << kind);
+        INFO("step " << step << " at " << nowUs << "us cost " << cost << " kind " << kind << ", "
+                     << changed);
         const auto call = [&](auto& limiter, auto&... each) {
             if (kind == 0) {
                 return limiter.peek("key", cost, each...);
@@ -100,16 +130,18 @@ void replayRandomWalk(Rng& rng, const ratelimit::LimitOf<Model>& limits, ManualC
             typename Model::Decisions inRedis;
             const Decision m = call(memory, inMemory);
             const Decision r = call(redis, inRedis);
+            INFO(parity(m, r));
             REQUIRE(parity(m, r).empty());
             REQUIRE(m.policy == r.policy);
             for (std::size_t i = 0; i < Model::kSize; ++i) {
-                INFO("member " << i);
+                INFO("member " << i << ": " << parity(inMemory[i], inRedis[i]));
                 REQUIRE(parity(inMemory[i], inRedis[i]).empty());
             }
             lastRemaining = r.remaining;
         } else {
             const Decision m = call(memory);
             const Decision r = call(redis);
+            INFO(parity(m, r));
             REQUIRE(parity(m, r).empty());
             lastRemaining = r.remaining;
         }
@@ -170,6 +202,82 @@ TEMPLATE_TEST_CASE("RedisStorage: a refund gives back as in memory",
         replayRandomWalk<TestType>(rng, limit, clock, memory, redis);
     }
     CHECK(storage.stats().failures == 0);
+}
+
+TEMPLATE_TEST_CASE("RedisStorage: a limit changed under way carries every key over as in memory",
+                   "[redis_storage][redis][limit_change]", RATELIMIT_TEST_MODELS) {
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    const RedisStorage storage(storageOptions(*server, "rl-change-parity"));
+    Rng rng(testSeed() + 29);
+    for (int round = 0; round < 12; ++round) {
+        INFO("round " << round);
+        const Limit limit = randomMemberLimit<TestType>(rng);
+        const LimiterOptions options = walkOptions("change" + std::to_string(round));
+        ManualClock clock;
+        MemoryLimiter<TestType> memory(limit, MemoryStorage{}, clock, options);
+        RedisLimiter<TestType> redis(limit, storage, clock, options);
+        replayRandomWalk<TestType>(rng, limit, clock, memory, redis, true);
+    }
+    CHECK(storage.stats().failures == 0);
+}
+
+TEMPLATE_LIST_TEST_CASE("RedisStorage: a limit set's change carries each member over as in memory",
+                        "[redis_storage][redis][limit_set][limit_change]", RedisSets) {
+    using Set = TestType;
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    const RedisStorage storage(storageOptions(*server, "rl-set-change"));
+    Rng rng(testSeed() + 31 + Set::kSize);
+    for (int round = 0; round < 8; ++round) {
+        INFO("round " << round);
+        const auto limits = randomLimits<Set>(rng);
+        const LimiterOptions options = walkOptions("set-change" + std::to_string(round));
+        ManualClock clock;
+        MemoryLimiter<Set> memory(limits, MemoryStorage{}, clock, options);
+        RedisLimiter<Set> redis(limits, storage, clock, options);
+        replayRandomWalk<Set>(rng, limits, clock, memory, redis, true);
+    }
+    CHECK(storage.stats().failures == 0);
+}
+
+TEST_CASE(
+    "RedisStorage: hosts on the old limit and on the new one share a key toward fewer "
+    "admissions",
+    "[redis_storage][redis][limit_change]") {
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    // Two hosts in the middle of a deploy: one still on 10 per minute, one already on 20.
+    const RedisStorage oldHost(storageOptions(*server, "rl-deploy"));
+    const RedisStorage newHost(storageOptions(*server, "rl-deploy"));
+    ManualClock clock;
+    clock.set(10s);
+    RedisLimiter<FixedWindowModel> before(Limit::perMinute(10), oldHost, clock,
+                                          limiterOptions("api"));
+    RedisLimiter<FixedWindowModel> after(Limit::perMinute(20), newHost, clock,
+                                         limiterOptions("api"));
+    CHECK(send(before, 6, "k").first == 6);
+    clock.set(20s);
+    // The new host carries the key over: the window holds the 10 the old limit allowed.
+    CHECK(send(after, 20, "k").first == 4);
+    clock.set(30s);
+    CHECK(send(before, 10, "k").first == 0);
+    CHECK(after.peek("k", 0).remaining == 0);
+    // The next window is the new limit's for the new host, and each host carries it over.
+    clock.set(60s);
+    CHECK(send(after, 5, "k").first == 5);
+    clock.set(61s);
+    CHECK(before.peek("k", 0).remaining == 5);  // min(10 − 5, 20 − 5)
+    CHECK(send(before, 10, "k").first == 5);
+    CHECK(after.peek("k", 0).remaining == 0);
+    CHECK(oldHost.stats().failures == 0);
+    CHECK(newHost.stats().failures == 0);
 }
 
 TEST_CASE("RedisStorage: a limit set keeps one key per member under one hash tag",

@@ -161,6 +161,16 @@ requires(sizeof...(Ms) >= 2 && (std::is_same_v<QuotaOf<Ms>, Quota> && ...)) stru
         });
     }
 
+    /// Carries every member over to its new quota on its own (`detail::convertedState`).
+    static State convert(const State& state, const QuotaType& from, const QuotaType& to, Tick now) {
+        State carried;
+        forEach([&]<std::size_t I>() {
+            detail::member<I>(carried.members) = detail::convertedState<Member<I>>(
+                detail::member<I>(state.members), from.members[I], to.members[I], now);
+        });
+        return carried;
+    }
+
     /// The binding member's decision, with its index in `policy` (see the class comment).
     static Decision bind(const Decisions& each) noexcept { return bindAll(each, Indices{}); }
 

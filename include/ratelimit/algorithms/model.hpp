@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/step.hpp>
@@ -91,6 +93,44 @@ using QuotaOf = typename detail::QuotaSelect<M>::Type;
 /// one per member).
 template <class M>
 using LimitOf = typename detail::LimitSelect<M>::Type;
+
+namespace detail {
+
+/// The limit `q` was compiled from.
+inline Limit limitOfQuota(const Quota& q) noexcept {
+    return Limit::per(q.count, std::chrono::nanoseconds{q.period * q.nanosPerTick})
+        .withBurst(q.burst);
+}
+
+/// The limit (a limit set's: one per member) `q` was compiled from.
+template <class M>
+LimitOf<M> limitOf(const QuotaOf<M>& q) noexcept {
+    if constexpr (std::is_same_v<LimitOf<M>, Limit>) {
+        return limitOfQuota(q);
+    } else {
+        return [&]<std::size_t... I>(std::index_sequence<I...>) {
+            return LimitOf<M>{limitOfQuota(q.members[I])...};
+        }
+        (std::make_index_sequence<std::tuple_size_v<LimitOf<M>>>{});
+    }
+}
+
+}  // namespace detail
+
+namespace detail {
+
+/// Whether two limiters' quotas of the model `M` agree on everything their keys' states depend
+/// on (`sameQuota`, member by member for a limit set).
+template <class M>
+bool sameQuotaOf(const QuotaOf<M>& a, const QuotaOf<M>& b) noexcept {
+    if constexpr (std::is_same_v<QuotaOf<M>, Quota>) {
+        return sameQuota(a, b);
+    } else {
+        return a == b;
+    }
+}
+
+}  // namespace detail
 
 /// What a limiter needs from an algorithm: a per-key `State` whose value-initialised form is
 /// the fresh key, and a pure `step` over it. A model is stateless: its functions are pure

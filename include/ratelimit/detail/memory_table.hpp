@@ -24,6 +24,7 @@
 #include <ratelimit/detail/checked_math.hpp>
 #include <ratelimit/detail/chrono.hpp>
 #include <ratelimit/detail/inline.hpp>
+#include <ratelimit/detail/limit_epochs.hpp>
 #include <ratelimit/detail/ref_counted.hpp>
 #include <ratelimit/detail/short_key_hash.hpp>
 #include <ratelimit/detail/siphash.hpp>
@@ -380,16 +381,14 @@ public:
     MemoryTable(Ref<MemoryKeyspace> keyspace, std::string name, const QuotaOf<M>& quota)
         : MemoryTableBase(std::move(name), M::kName),
           keyspace_(std::move(keyspace)),
-          quota_(quota),
+          epochs_(quota),
           reclaimLag_(satAdd(quota.lateTolerance, quota.keyTimeSpread)),
           shape_(tableShape(keyspace_->options.maxKeys)),
           directory_(shape_.maxSegments()),
           depths_(shape_.maxSegments()),
           segments_(shape_.maxSegments()),
           spill_(keyspace_->options.spillEntries),
-          markShift_(static_cast<unsigned>(
-              std::bit_width(static_cast<std::uint64_t>(quota.capacityUnits)))),
-          swaps_(kPairs && hasWordPairCas() && markShift_ + kMinMarkBits <= kGenerationBit) {
+          swaps_(kPairs && hasWordPairCas() && fitsMarkedWords(quota)) {
         Group* const first = newSegment();
         for (std::size_t e = 0; e < shape_.maxSegments(); ++e) {
             directory_[e].store(first, std::memory_order_relaxed);
@@ -417,7 +416,9 @@ public:
     Decision step(std::string_view key, TickSource now, std::int64_t cost, StepMode mode,
                   EachOf<M>* each = nullptr) {
         const Lookup k = lookupKey(key);
-        const Request r{now, now(), cost, mode, Action::kStep, each};
+        // The epoch before the clock (see `LimitEpochs`).
+        const Epoch& epoch = epochs_.current();
+        const Request r{now, atLeast(now(), epoch), cost, mode, Action::kStep, each, &epoch};
         Group* const segment = segmentOf(k);
         if constexpr (kPairs) {
             if (swaps_) {
@@ -431,7 +432,7 @@ public:
         // A spilled key shares its entry, so resetting it would reset others: it is left alone.
         const auto never = [] { return Tick{0}; };
         const Lookup k = lookupKey(key);
-        const Request r{TickSource(never), 0, 0, StepMode::kPeek, Action::kReset};
+        const Request r{TickSource(never), 0, 0, StepMode::kPeek, Action::kReset, nullptr, nullptr};
         Decision unused;
         bool moved = true;
         while (moved) {
@@ -460,11 +461,37 @@ public:
         stats.sweptSlots += sweptSlots_.load(std::memory_order_relaxed);
     }
 
-    [[nodiscard]] const QuotaOf<M>& quota() const noexcept override { return quota_; }
+    [[nodiscard]] const QuotaOf<M>& quota() const noexcept override {
+        return epochs_.current().value;
+    }
+
+    /// Enforces `quota` from the tick after `readNow()` (`Limiter::setLimit`), or after the
+    /// latest write if that is later: each key's state is carried over by its next step
+    /// (`convertedState`). A pass over the table, each slot under its lock. Throws:
+    /// `std::invalid_argument` when a bucket table that swaps cannot mark the new capacity's words.
+    template <class ReadNow>
+    void setQuota(const QuotaOf<M>& quota, ReadNow readNow) {
+        if (swaps_ && !fitsMarkedWords(quota)) {
+            throwInvalidArgument(
+                "Limit: a bucket of 2^{} units or more cannot replace a live limit in memory; "
+                "make a new limiter",
+                {std::int64_t{kMarkShift}});
+        }
+        // The epoch starts after every write so far, even one at a time the clock has since
+        // stepped back from (a clock that is not steady, or a time a caller gave).
+        const Tick latest = latestWrite();
+        epochs_.replace(quota, [&] {
+            const Tick now = readNow();
+            return now > latest ? now : latest;
+        });
+    }
 
     [[nodiscard]] const Probe& probe() const noexcept { return probe_; }
 
 private:
+    /// A limit the table has enforced (`setQuota`).
+    using Epoch = typename LimitEpochs<QuotaOf<M>>::Epoch;
+
     /// A bucket's state is a word pair (`kPairs`); see "Bucket slots" below.
     static constexpr bool kPairs = PairState<M>;
     using SlotState = std::conditional_t<kPairs, WordPair, typename M::State>;
@@ -603,7 +630,8 @@ private:
         std::int64_t cost = 0;
         StepMode mode = StepMode::kPeek;
         Action action = Action::kStep;
-        EachOf<M>* each = nullptr;  ///< a limit set's members' decisions, when asked for
+        EachOf<M>* each = nullptr;     ///< a limit set's members' decisions, when asked for
+        const Epoch* epoch = nullptr;  ///< the limit it is stepped under (not for a reset)
 
         /// Whether the request may write the key's state: a consuming step or a refund, of a
         /// cost above 0.
@@ -622,6 +650,8 @@ private:
     /// reset answers in `runCold`), so the compiler builds it in its caller's place instead of
     /// copying it.
     Decision run(typename M::State& state, const Request& r) {
+        const Epoch& epoch = *r.epoch;
+        const QuotaOf<M>& quota = epoch.value;
         Tick now = r.now;
         if (const Tick last = M::lastWrite(state); now < last) {
             // Another call wrote a later time since this one read the clock. Steps take
@@ -630,35 +660,79 @@ private:
             // lock. Otherwise (another clock, which may really have stepped back, or a time
             // further back than a late call's) the clock is read again, and the model rebases
             // on a real step.
-            const bool stale = r.clock.steady() && satSub(last, now) <= quota_.lateTolerance;
-            now = stale ? last : r.clock();
+            const bool stale = r.clock.steady() && satSub(last, now) <= quota.lateTolerance;
+            now = stale ? last : atLeast(r.clock(), epoch);
         }
         // A refund gives back out of line, then is answered as a zero cost: one decision,
         // built in the caller's place.
         if constexpr (std::is_trivially_copyable_v<typename M::State>) {
             // One copy of the model's step in the inlined path, for peeks and writes alike.
             typename M::State next = state;
+            if (madeBefore(next, epoch)) [[unlikely]] {
+                // By value, as below.
+                next = carriedCold(next, epoch, now);
+            }
             if (r.mode == StepMode::kRefund) [[unlikely]] {
                 // By value: a state whose address escaped would live on the stack, and its
                 // copy back stalled every step on a store-forwarding miss.
                 next = refundedCold(next, r, now);
             }
             // Not const: GCC 12 builds a const local apart and copies it out.
-            Decision d = applyStep<M>(next, quota_, now, r.stepCost(), r.each);
+            Decision d = applyStep<M>(next, quota, now, r.stepCost(), r.each);
             if (r.writes()) {
+                if (!epochs_.isCurrent(epoch)) [[unlikely]] {
+                    return rerunCold(state, r);
+                }
                 state = next;
             }
             return d;
         } else {  // the sliding log's runs: a peek copies them, a write steps them in place
             if (!r.writes()) {
                 typename M::State copy = state;
-                return applyStep<M>(copy, quota_, now, r.cost, r.each);
+                if (madeBefore(copy, epoch)) {
+                    copy = carriedCold(copy, epoch, now);
+                }
+                return applyStep<M>(copy, quota, now, r.cost, r.each);
+            }
+            if (!epochs_.isCurrent(epoch)) [[unlikely]] {
+                return rerunCold(state, r);
+            }
+            if (madeBefore(state, epoch)) {
+                state = carriedCold(state, epoch, now);
             }
             if (r.mode == StepMode::kRefund) [[unlikely]] {
                 state = refundedCold(std::move(state), r, now);
             }
-            return applyStep<M>(state, quota_, now, r.stepCost(), r.each);
+            return applyStep<M>(state, quota, now, r.stepCost(), r.each);
         }
+    }
+
+    /// A time no earlier than the epoch's first tick: a step of an epoch never writes a time
+    /// that reads as an earlier epoch's (`LimitEpochs`).
+    static Tick atLeast(Tick now, const Epoch& epoch) noexcept {
+        const Tick since = epoch.since.load(std::memory_order_relaxed);
+        return now < since ? since : now;
+    }
+
+    /// Whether `state` was last written under an epoch before `epoch`.
+    static bool madeBefore(const typename M::State& state, const Epoch& epoch) noexcept {
+        return M::lastWrite(state) < epoch.since.load(std::memory_order_relaxed);
+    }
+
+    /// `state`, made under an earlier epoch, carried over to `epoch` at `now`.
+    RATELIMIT_COLD static typename M::State carriedCold(typename M::State state, const Epoch& epoch,
+                                                        Tick now) {
+        const Epoch& from = LimitEpochs<QuotaOf<M>>::at(epoch, M::lastWrite(state));
+        return convertedState<M>(state, from.value, epoch.value, now);
+    }
+
+    /// A step whose epoch was replaced before it wrote: stepped again under the new one, at a
+    /// time no earlier than its start.
+    RATELIMIT_COLD Decision rerunCold(typename M::State& state, const Request& r) {
+        Request again = r;
+        again.epoch = &epochs_.current();
+        again.now = atLeast(r.now, *again.epoch);
+        return run(state, again);
     }
 
     /// `state` after a refund gives back (`Limiter::refund`, which only refundable models
@@ -666,7 +740,7 @@ private:
     RATELIMIT_COLD typename M::State refundedCold(typename M::State state, const Request& r,
                                                   Tick now) {
         if constexpr (RefundableModel<M>) {
-            applyRefund<M>(state, quota_, now, r.cost);
+            applyRefund<M>(state, r.epoch->value, now, r.cost);
         }
         return state;
     }
@@ -809,26 +883,34 @@ private:
 
     // Bucket slots (`kPairs`). A bucket's state is a word pair: `last`, then `deficit`. Where
     // the table swaps (`swaps_`), the deficit's word carries marks above the deficit (which
-    // is at most the capacity, `markShift_` bits): up to 16 bits of the key's hash (its mark,
-    // at least 8), a generation bit that flips whenever the slot changes hands, and a seal that
+    // is at most the capacity, below 2^54: `kMarkShift` bits): 8 bits of the key's hash (its
+    // mark), a generation bit that flips whenever the slot changes hands, and a seal that
     // a holder of the slot's lock sets while it hands the slot over, moves or frees it. A step
     // without the lock reads the words, then the key, and swaps only words still marked for
     // its key and unsealed: a slot that changed hands in between was sealed first, so the swap
     // fails. Steps under the lock swap too, as unlocked ones may write meanwhile. Where the
     // table does not swap (no 16-byte compare-and-swap, ThreadSanitizer builds, a capacity of
     // 2^54 units or more) the words hold the state unmarked, under the slot's lock alone.
-    static constexpr unsigned kMinMarkBits = 8;
+    static constexpr unsigned kMarkBits = 8;
     static constexpr unsigned kGenerationBit = 62;
+    /// Where a bucket's marks start in its deficit's word: fixed, so that a limit may change
+    /// (`setQuota`) while unlocked steps read the words.
+    static constexpr unsigned kMarkShift = kGenerationBit - kMarkBits;
+
+    /// Whether a bucket of `quota` fits the deficit's bits of marked words.
+    static bool fitsMarkedWords(const QuotaOf<M>& quota) noexcept {
+        return std::bit_width(static_cast<std::uint64_t>(quota.capacityUnits)) <= kMarkShift;
+    }
     static constexpr std::uint64_t kGeneration = std::uint64_t{1} << kGenerationBit;
     static constexpr std::uint64_t kSeal = std::uint64_t{1} << 63;
 
     [[nodiscard]] std::uint64_t deficitBits() const noexcept {
-        return (std::uint64_t{1} << markShift_) - 1;
+        return (std::uint64_t{1} << kMarkShift) - 1;
     }
     /// The bits that say whose words they are: the key's mark and the seal.
     [[nodiscard]] std::uint64_t ownerBits() const noexcept { return ~deficitBits() & ~kGeneration; }
     [[nodiscard]] std::uint64_t ownerOf(const KeyPlacement& k) const noexcept {
-        return (std::uint64_t{k.mark} << markShift_) & ~deficitBits() & ~kGeneration & ~kSeal;
+        return (std::uint64_t{k.mark} << kMarkShift) & ~deficitBits() & ~kGeneration & ~kSeal;
     }
 
     [[nodiscard]] typename M::State decode(const WordPair& w) const noexcept {
@@ -987,7 +1069,7 @@ private:
     /// answered without. Both look again first, under locks that keep the answer true.
     RATELIMIT_COLD Decision place(Group* segment, const Lookup& k, const Request& r,
                                   TagCounts seen) {
-        const bool writes = r.inserts() && r.cost <= quota_.capacity;
+        const bool writes = r.inserts() && r.cost <= r.epoch->value.capacity;
         if (writes) {
             sweep(r.now);
         }
@@ -1033,7 +1115,7 @@ private:
         if (p == Placed::kDone) {
             typename M::State fresh{};
             // A fresh key has nothing to give back.
-            out = applyStep<M>(fresh, quota_, r.now, r.stepCost(), r.each);
+            out = applyStep<M>(fresh, r.epoch->value, r.now, r.stepCost(), r.each);
             return p;
         }
         out = spillCold(k, r);
@@ -1085,7 +1167,9 @@ private:
     /// the late-call tolerance, which is answered at its key's last write (docs/semantics.md,
     /// "Late calls"); had the entry gone, either would meet a fresh key.
     [[nodiscard]] bool reclaimable(const typename M::State& state, Tick now) const noexcept {
-        return M::isFresh(state, quota_, satSub(now, reclaimLag_));
+        // Judged by the limit it was made under (its next step carries it over).
+        const Epoch& made = LimitEpochs<QuotaOf<M>>::at(epochs_.current(), M::lastWrite(state));
+        return M::isFresh(state, made.value, satSub(now, reclaimLag_));
     }
 
     RATELIMIT_COLD bool hasFresh(Group& g, Tick hint) RATELIMIT_REQUIRES(g.insertLock) {
@@ -1326,6 +1410,34 @@ private:
 
     /// Frees up to kSweepPerCall slots whose keys are fresh, so `maxKeys` counts
     /// only keys in use. Never waits for a lock: a busy slot is simply skipped.
+    /// The latest time a key's state was written at: a pass over every slot and spill entry,
+    /// each under its lock.
+    RATELIMIT_COLD Tick latestWrite() RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
+        Tick latest = kInt64Min;
+        const auto seen = [&latest](const typename M::State& state) {
+            const Tick t = M::lastWrite(state);
+            latest = t > latest ? t : latest;
+        };
+        const std::size_t count = segmentCount_.load(std::memory_order_acquire);
+        for (std::size_t s = 0; s < count; ++s) {
+            for (std::size_t gi = 0; gi < shape_.segmentGroups; ++gi) {
+                Group& g = segments_[s][gi];
+                for (std::size_t i = 0; i < kGroupSlots; ++i) {
+                    if (tagAt(g, i) == 0) {
+                        continue;
+                    }
+                    const SlotMetaGuard guard(g.meta[i]);
+                    seen(heldState(g.slots[i].state));
+                }
+            }
+        }
+        for (std::size_t i = 0; i < keyspace_->options.spillEntries; ++i) {
+            const SlotGuard guard(spill_[i].lock);
+            seen(spill_[i].state);
+        }
+        return latest;
+    }
+
     RATELIMIT_COLD void sweep(Tick now) {
         sweeps_.fetch_add(1, std::memory_order_relaxed);
         sweptSlots_.fetch_add(kSweepPerCall, std::memory_order_relaxed);
@@ -1376,7 +1488,7 @@ private:
 
     [[nodiscard]] std::size_t heapBytes() const noexcept {
         if constexpr (HasHeapBound<M>) {
-            return M::heapBytes(quota_);
+            return M::heapBytes(epochs_.current().value);
         } else {
             return 0;
         }
@@ -1386,7 +1498,7 @@ private:
                   "a sweep stays within one group");
 
     Ref<MemoryKeyspace> keyspace_;
-    QuotaOf<M> quota_;
+    LimitEpochs<QuotaOf<M>> epochs_;
     Tick reclaimLag_;  ///< how far before a caller's time an entry must already be fresh
     TableShape shape_;
     /// Entry e names the groups of the segment that holds the keys placed at e (`placeKey`);
@@ -1398,8 +1510,6 @@ private:
     std::atomic<std::size_t> segmentCount_{0};
     SlotLock splitLock_;
     HeapArray<SpillEntry> spill_;
-    /// Where a bucket's marks start in its deficit's word: above its largest deficit.
-    const unsigned markShift_;
     /// Bucket slots are stepped by compare-and-swap, their words marked (see "Bucket slots").
     const bool swaps_;
     std::atomic<std::size_t> tracked_{0};

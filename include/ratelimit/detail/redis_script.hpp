@@ -187,19 +187,22 @@ if ARGV[3] == '2' then
   -- stand.
   local refunded = model.refund(state, q, now, cost)
   written, allowed, remaining, retry, reset = model.step(state, q, now, 0)
+  if not refunded and cost > 0 then refunded = carried end
   if refunded then
     store(refunded, (model.keep and model.keep(refunded, q, reset) or reset) + q.lateTolerance)
   end
 else
   written, allowed, remaining, retry, reset = model.step(state, q, now, cost)
-  if written and cost > 0 and ARGV[3] == '1' then
+  -- A state carried over from another limit is stored by a consuming call, as in memory.
+  local kept = written or carried
+  if kept and cost > 0 and ARGV[3] == '1' then
     -- Kept for the late-call tolerance longer: a call that late must find the state, not a
     -- fresh key.
-    local keep = (model.keep and model.keep(written, q, reset) or reset) + q.lateTolerance
+    local keep = (model.keep and model.keep(kept, q, reset) or reset) + q.lateTolerance
     if allowed then
-      store(written, keep)
+      store(kept, keep)
     else
-      pcall(store, written, keep)
+      pcall(store, kept, keep)
     end
   end
 end
@@ -220,6 +223,8 @@ struct ScriptModel {
     /// a value it cannot read, and `encode`); otherwise the key's value is its fields, in
     /// order, as little-endian IEEE doubles.
     bool encodesState = false;
+    /// True for a bucket, whose capacity is its burst (a window's is its count).
+    bool bucket = false;
 };
 
 /// True for a Lua identifier: a letter or `_`, then letters, digits and `_`.
@@ -246,30 +251,98 @@ struct GlueSite {
     bool reloadable = false;  ///< a `load` function reads the stored state again
 };
 
-/// The model's quota `q` (the fields `code` reads), its key's `state` and `store`, written out
-/// field by field for the model, so the script builds no list of names and runs no loop over
-/// one on each call. The key's value is a string (one `GET`, one `SET … PX`: a hash would cost
-/// a `PEXPIRE` more), packed and unpacked by Redis's bundled `struct` library in one call each
-/// way.
+/// The Lua that carries a key's `state`, read with the quota `from` it was written under, over
+/// to the quota `q` at `now` (`detail::convertedState`, the same rule): measured by a zero
+/// cost's step under `from`, spent from a fresh state under `q`. `from` holds the stored
+/// count, burst and period; the rest is completed from `q` (the bucket's units from their
+/// gcd, where the model is a bucket). `carried` keeps a copy, which a consuming call stores even
+/// when its step writes nothing, as memory does. Suffixed names end in `#`; `FRESH`, `COPY`,
+/// `CAPACITY` and `UNITS` are filled in by `appendModelGlue`. Runs only after a limit changed, so
+/// it makes no closure.
+inline constexpr std::string_view kLuaCarryOver = R"lua(
+if from then
+  for k, v in pairs(q#) do
+    if from[k] == nil then from[k] = v end
+  end
+  from.capacity = from.CAPACITY
+UNITS  local _, _, left = model#.step(state, from, now, 0)
+  if left < 0 then left = 0 end
+  local consumed = from.capacity - left
+  local target = 0
+  if consumed > 0 then
+    target = math.min(q#.capacity, consumed + math.max(0, q#.capacity - from.capacity))
+  end
+  state = FRESH
+  if target > 0 then model#.step(state, q#, now, target) end
+  carried = COPY
+end
+)lua";
+
+/// A bucket's units under the stored limit `from` (`Quota::make`), for `kLuaCarryOver`.
+inline constexpr std::string_view kLuaBucketUnits = R"lua(
+  local a, b = from.count, from.period
+  while b ~= 0 do a, b = b, math.fmod(a, b) end
+  from.unitsPerToken = from.period / a
+  from.unitsPerTick = from.count / a
+  from.capacityUnits = from.burst * from.unitsPerToken
+)lua";
+
+/// The limit a key's value records after the model's encoding, so that a host with another
+/// limit carries the state over (`Limiter::setLimit`): count, burst and period, as three
+/// little-endian doubles.
+inline constexpr std::size_t kStoredLimitBytes = 24;
+
+/// Replaces every `from` in `text` by `to`.
+inline std::string replaceAll(std::string text, std::string_view from, std::string_view to) {
+    for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at)) {
+        text.replace(at, from.size(), to);
+        at += to.size();
+    }
+    return text;
+}
+
+/// The model's quota `q` (the fields `code` reads, and those the carry-over reads), its key's
+/// `state`, `carried` (a state carried over from another limit, or nil) and `store`, written
+/// out field by field for the model, so the script builds no list of names and runs no loop
+/// over one on each call. The key's value is a string (one `GET`, one `SET … PX`: a hash would
+/// cost a `PEXPIRE` more), packed and unpacked by Redis's bundled `struct` library in one call
+/// each way: the model's encoding, then the limit it was written under (`kStoredLimitBytes`).
+/// A value without the limit (written before limits were recorded) is read as written under
+/// the current one.
 inline void appendModelGlue(std::string& out, const ScriptModel& model,
                             std::span<const std::string_view> quotaFields, std::string_view code,
                             const GlueSite& site = {}) {
     const std::span<const std::string_view> fields = model.stateFields;
     const std::string& n = site.suffix;
     const std::string key = "KEYS[" + std::to_string(site.key) + "]";
-    out.append("\nlocal model").append(n).append(" = ").append(model.name);
-    out.append("\nlocal q").append(n).append(" = {");
-    std::string_view separator;
-    for (std::size_t i = 0; i < quotaFields.size(); ++i) {
-        if (!namesInLua(code, quotaFields[i], "q.") &&
-            !namesInLua(code, quotaFields[i], "q" + n + ".")) {
-            continue;  // sent, but not read: a field costs the script a `tonumber` and a slot
+    const std::string qn = "q" + n;
+    // The carry-over, for this model and site.
+    std::string fresh;
+    std::string copy;
+    if (model.encodesState) {
+        fresh = "model" + n + ".fresh()";
+        // A deep copy: a step may change the entries a shallow one would share.
+        copy = "model" + n + ".decode(model" + n + ".encode(state)) or model" + n + ".fresh()";
+    } else {
+        fresh = "{";
+        copy = "{";
+        for (std::size_t i = 0; i < fields.size(); ++i) {
+            const std::string f(fields[i]);
+            fresh.append(i == 0 ? "" : ", ").append(f).append(" = 0");
+            copy.append(i == 0 ? "" : ", ").append(f).append(" = state.").append(f);
         }
-        out.append(separator).append(quotaFields[i]).append(" = tonumber(ARGV[");
-        out.append(std::to_string(site.argument + i)).append("])");
-        separator = ", ";
+        fresh.append("}");
+        copy.append("}");
     }
-    out.append("}\n");
+    std::string carry = replaceAll(std::string(kLuaCarryOver), "#", n);
+    carry = replaceAll(carry, "FRESH", fresh);
+    carry = replaceAll(carry, "COPY", copy);
+    carry = replaceAll(carry, "CAPACITY", model.bucket ? "burst" : "count");
+    carry = replaceAll(carry, "UNITS", model.bucket ? kLuaBucketUnits.substr(1) : "");
+    // The quota table is written last, once the glue shows which fields it reads.
+    out.append("\n");
+    std::string head = "local model" + n + " = " + std::string(model.name) + "\n";
+    const std::size_t glueAt = out.size();
     // The state is read at the top level (a single model's script) or by `load` (a set's,
     // whose refusal reads an admitting member's state again).
     std::string indent;
@@ -277,33 +350,64 @@ inline void appendModelGlue(std::string& out, const ScriptModel& model,
         out.append("local function load").append(n).append("()\n");
         indent = "  ";
     }
-    out.append(indent).append("local stored = redis.call('GET', ").append(key).append(")\n");
+    const auto line = [&](const std::string& text) {
+        out.append(indent).append(text).append("\n");
+    };
+    // The stored limit, against this call's: `from` when they differ.
+    const std::string differs = "if c ~= " + qn + ".count or b ~= " + qn + ".burst or p ~= " + qn +
+                                ".period then from = {count = c, burst = b, period = p} end";
+    line("local stored = redis.call('GET', " + key + ")");
+    line("local state, from, carried");
     std::string encoded;  // the value `store` writes
+    const std::string limitPack =
+        "struct.pack('<ddd', " + qn + ".count, " + qn + ".burst, " + qn + ".period)";
     if (model.encodesState) {
-        out.append(indent).append("local state\n");
-        out.append(indent).append("if stored then state = model").append(n);
-        out.append(".decode(stored) end\n");
-        out.append(indent).append("if not state then state = model").append(n);
-        out.append(".fresh() end\n");
-        encoded = "model" + n + ".encode(s)";
+        // Whole 16-byte records, then the limit: a value of 8 more than whole records has it.
+        line("if stored then");
+        line("  local size = #stored");
+        line("  if size % 16 == 8 and size >= 24 then");
+        line("    local c, b, p = struct.unpack('<ddd', stored, size - 23)");
+        line("    stored = string.sub(stored, 1, size - 24)");
+        line("    " + differs);
+        line("  end");
+        line("  state = model" + n + ".decode(stored)");
+        line("end");
+        line("if not state then state = model" + n + ".fresh() end");
+        encoded = "model" + n + ".encode(s) .. " + limitPack;
     } else {
         const std::string packing = "'<" + std::string(fields.size(), 'd') + "'";
-        out.append(indent).append("local state = {");
-        for (std::size_t i = 0; i < fields.size(); ++i) {
-            out.append(i == 0 ? "" : ", ").append(fields[i]).append(" = 0");
-        }
-        out.append("}\n").append(indent).append("if stored and #stored == ");
-        out.append(std::to_string(8 * fields.size())).append(" then\n  ").append(indent);
-        appendLuaList(out, fields, "state.");
-        out.append(" = struct.unpack(").append(packing).append(", stored)\n");
-        out.append(indent).append("end\n");
-        encoded = "struct.pack(" + packing + ", ";
+        const std::string withLimit = "'<" + std::string(fields.size() + 3, 'd') + "'";
+        std::string names;
+        appendLuaList(names, fields, "state.");
+        line("state = " + fresh);
+        line("if stored then");
+        line("  local size = #stored");
+        line("  if size == " + std::to_string(8 * fields.size() + kStoredLimitBytes) + " then");
+        line("    local c, b, p");
+        line("    " + names + ", c, b, p = struct.unpack(" + withLimit + ", stored)");
+        line("    " + differs);
+        line("  elseif size == " + std::to_string(8 * fields.size()) + " then");
+        line("    " + names + " = struct.unpack(" + packing + ", stored)");
+        line("  end");
+        line("end");
+        encoded = "struct.pack(" + withLimit + ", ";
         appendLuaList(encoded, fields, "s.");
-        encoded.append(")");
+        encoded.append(", ").append(qn).append(".count, ").append(qn).append(".burst, ");
+        encoded.append(qn).append(".period)");
     }
+    std::string carryIndented;
+    for (std::size_t at = 1; at < carry.size();) {  // past the leading newline
+        const std::size_t endOfLine = carry.find('\n', at);
+        carryIndented.append(indent).append(carry, at, endOfLine + 1 - at);
+        at = endOfLine + 1;
+    }
+    out.append(carryIndented);
     if (site.reloadable) {
-        out.append("  return state\nend\nlocal state").append(n).append(" = load").append(n);
-        out.append("()\n");
+        out.append("  return state, carried\nend\nlocal state").append(n).append(", carried");
+        out.append(n).append(" = load").append(n).append("()\n");
+    } else if (!n.empty()) {
+        out.append("local state").append(n).append(", carried").append(n);
+        out.append(" = state, carried\n");
     }
     out.append("local function store").append(n).append("(s, keep)\n");
     out.append(
@@ -319,6 +423,19 @@ inline void appendModelGlue(std::string& out, const ScriptModel& model,
         .append(", ")
         .append(encoded)
         .append(", 'PX', fmt(ceildiv(keep, 1000) + 1))\nend\n");
+    const std::string reads = std::string(code).append(out, glueAt);
+    head.append("local ").append(qn).append(" = {");
+    std::string_view separator;
+    for (std::size_t i = 0; i < quotaFields.size(); ++i) {
+        if (!namesInLua(reads, quotaFields[i], "q.") &&
+            !namesInLua(reads, quotaFields[i], qn + ".")) {
+            continue;  // sent, but not read: a field costs the script a `tonumber` and a slot
+        }
+        head.append(separator).append(quotaFields[i]).append(" = tonumber(ARGV[");
+        head.append(std::to_string(site.argument + i)).append("])");
+        separator = ", ";
+    }
+    out.insert(glueAt, head.append("}\n"));
 }
 
 /// Checks that the model's names are Lua identifiers. Throws: `std::invalid_argument`.
@@ -419,6 +536,7 @@ inline std::string setMain(std::size_t members) {
     each(out,
          "  local refunded# = model#.refund(state#, q#, now, cost)\n"
          "  written#, allowed#, remaining#, retry#, reset# = model#.step(state#, q#, now, 0)\n"
+         "  if not refunded# and cost > 0 then refunded# = carried# end\n"
          "  if refunded# then store#(refunded#, " +
              keepOf("refunded#") + ") end\n");
     reply(out);
@@ -427,19 +545,23 @@ inline std::string setMain(std::size_t members) {
          "written#, allowed#, remaining#, retry#, reset# = model#.step(state#, q#, now, cost)\n");
     each(out, "allowed = allowed and allowed#\n");
     out.append("local consume = cost > 0 and ARGV[3] == '1'\n");
+    // A member carried over from another limit is stored by a consuming call, as in memory.
     each(out,
+         "local stored# = false\n"
          "if allowed then\n"
          "  if written# and consume then store#(written#, " +
              keepOf("written#") +
-             ") end\n"
+             ") stored# = true end\n"
              "elseif not allowed# then\n"
              "  if written# and consume then pcall(store#, written#, " +
              keepOf("written#") +
-             ") end\n"
+             ") stored# = true end\n"
              "else\n"
              "  written#, allowed#, remaining#, retry#, reset# = model#.step(load#(), q#, "
              "now, 0)\n"
-             "end\n");
+             "end\n"
+             "if carried# and consume and not stored# then pcall(store#, carried#, " +
+             keepOf("carried#") + ") end\n");
     reply(out);
     return out;
 }

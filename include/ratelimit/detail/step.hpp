@@ -130,6 +130,48 @@ inline void applyRefund(typename M::State& state, const Q& q, Tick now, std::int
     M::refund(state, q, now, cost);
 }
 
+/// The consumption a key carries into a new limit (`Limiter::setLimit`), in the new limit's
+/// units: what it consumed under the old one (whole units, rounded up), plus what the new
+/// capacity adds over the old, at most the new capacity; a key that consumed nothing meets the
+/// new limit fresh. So right after a change a key has left at most what the old limit left it
+/// and at most what the new limit leaves after its consumption: a change never admits more than
+/// the stricter of the two until the key's windows roll over or its bucket refills
+/// (docs/semantics.md, "Changing a limit"). The one home of that rule.
+constexpr std::int64_t carriedConsumption(std::int64_t consumed, std::int64_t fromCapacity,
+                                          std::int64_t toCapacity) noexcept {
+    if (consumed <= 0) {
+        return 0;
+    }
+    const std::int64_t added = toCapacity > fromCapacity ? toCapacity - fromCapacity : 0;
+    const std::int64_t carried = satAdd(consumed, added);
+    return carried < toCapacity ? carried : toCapacity;
+}
+
+/// A key's state made under the quota `from`, carried over to `to` at `now`
+/// (`carriedConsumption`): measured with the model's own step (a zero cost's remaining), then
+/// spent at `now` from a fresh state. A model with its own `convert` (a limit set: each member
+/// on its own) uses that.
+template <class M, class Q>
+typename M::State convertedState(const typename M::State& state, const Q& from, const Q& to,
+                                 Tick now) {
+    if constexpr (requires { M::convert(state, from, to, now); }) {
+        return M::convert(state, from, to, now);
+    } else {
+        if (sameQuota(from, to)) {
+            return state;  // a limit changed and changed back: nothing to carry
+        }
+        typename M::State view = state;
+        const Decision measured = M::step(view, from, now, 0);
+        const std::int64_t target =
+            carriedConsumption(from.capacity - measured.remaining, from.capacity, to.capacity);
+        typename M::State carried{};
+        if (target > 0) {
+            (void)M::step(carried, to, now, target);
+        }
+        return carried;
+    }
+}
+
 }  // namespace detail
 }  // namespace v1
 }  // namespace ratelimit

@@ -84,6 +84,17 @@ public:
     /// Makes `key` fresh (a spilled key shares its entry and is left alone).
     void reset(std::string_view key) const { impl_->reset(key); }
 
+    /// The quota in force.
+    [[nodiscard]] const QuotaOf<M>& quota() const noexcept { return impl_->quota(); }
+
+    /// Enforces `quota` from the tick after `readNow()`, for every limiter sharing the table.
+    /// Throws: `std::invalid_argument` as `MemoryStorage::table`.
+    template <class ReadNow>
+    void setQuota(const QuotaOf<M>& quota, ReadNow readNow) const {
+        detail::checkRange<M>(quota, detail::kMemoryRange);
+        impl_->setQuota(quota, readNow);
+    }
+
 private:
     detail::Ref<detail::MemoryTable<M>> impl_;
 };
@@ -99,13 +110,7 @@ MemoryStorage::Table<M> MemoryStorage::table(const LimiterOptions& options,
     // Keys' times and how long entries stay must agree too, or one limiter would read the
     // other's entries on another timeline. (Checked outside the registry's lock: should this
     // handle be the table's last, dropping it takes that lock.)
-    bool same = false;
-    if constexpr (detail::kIsLimitSet<M>) {
-        same = table->quota() == quota;
-    } else {
-        same = detail::sameQuota(table->quota(), quota);
-    }
-    if (!same) {
+    if (!detail::sameQuotaOf<M>(table->quota(), quota)) {
         detail::throwInvalidArgument(
             "a {} limiter named \"{}\" already uses this storage with another limit or options; "
             "give each limiter its own name",

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -21,6 +22,7 @@
 #include <ratelimit/detail/chrono.hpp>
 #include <ratelimit/detail/circuit_breaker.hpp>
 #include <ratelimit/detail/fork_watch.hpp>
+#include <ratelimit/detail/limit_epochs.hpp>
 #include <ratelimit/detail/per_process.hpp>
 #include <ratelimit/detail/redis_connection.hpp>
 #include <ratelimit/detail/redis_pool.hpp>
@@ -73,7 +75,7 @@ constexpr ScriptModel scriptModel() noexcept {
     if constexpr (requires { M::kLuaEncodesState; }) {
         encodes = M::kLuaEncodesState;
     }
-    return {M::kName, M::kLua, M::kStateFields, encodes};
+    return {M::kName, M::kLua, M::kStateFields, encodes, M::kBucket};
 }
 
 struct RedisShared;
@@ -349,6 +351,16 @@ public:
         return tables_.current([&] { return make(link); }).table;
     }
 
+    /// Enforces `quota` in this process's table from the tick after `readNow()`.
+    template <class ReadNow>
+    void setQuota(const QuotaOf<M>& quota, const RedisLink& link, ReadNow readNow) {
+        {
+            const std::lock_guard<std::mutex> guard(lock_);
+            quota_ = quota;
+        }
+        of(link).setQuota(quota, readNow);
+    }
+
 private:
     struct Made {
         /// Its link's answer: one process made both.
@@ -359,14 +371,19 @@ private:
     };
 
     [[nodiscard]] std::unique_ptr<Made> make(const RedisLink& link) const {
+        const QuotaOf<M> quota = [&] {
+            const std::lock_guard<std::mutex> guard(lock_);
+            return quota_;
+        }();
         return std::make_unique<Made>(
             Made{&link, MemoryStorage(MemoryStorage::Options{.maxKeys = maxKeys_})
-                            .template table<M>(options_, quota_)});
+                            .template table<M>(options_, quota)});
     }
 
     std::size_t maxKeys_;
     LimiterOptions options_;
-    QuotaOf<M> quota_;
+    mutable std::mutex lock_;
+    QuotaOf<M> quota_;  // guarded by lock_: what a table made from now on enforces
     PerProcess<Made> tables_;
 };
 
@@ -387,9 +404,8 @@ public:
                                    std::string(M::kName))),
           script_(detail::scriptOf<M>()),
           sha_(detail::sha1Hex(script_)),
-          quota_(quota),
+          enforced_(detail::Ref<Epochs>::make(Enforced{quota, detail::quotaArguments<M>(quota)})),
           policy_(options.failurePolicy),
-          quotaArguments_(detail::quotaArguments<M>(quota)),
           fallback_(detail::Ref<detail::RedisFallback<M>>::make(
               shared_->options.fallbackMaxKeys, options, quota, shared_->links.current())) {}
 
@@ -455,7 +471,30 @@ public:
     [[nodiscard]] const std::string& script() const noexcept { return script_; }
     [[nodiscard]] const std::string& scriptSha() const noexcept { return sha_; }
 
+    /// The quota in force.
+    [[nodiscard]] const QuotaOf<M>& quota() const noexcept {
+        return enforced_->current().value.quota;
+    }
+
+    /// Sends `quota` with every call from now on (each key's state records the limit it was
+    /// written under, and the script carries it over), and enforces it in the fallback table.
+    /// Throws: `std::invalid_argument` as `RedisStorage::table`.
+    template <class ReadNow>
+    void setQuota(const QuotaOf<M>& quota, ReadNow readNow) const {
+        detail::checkRange<M>(quota, detail::kRedisRange);
+        enforced_->replace(Enforced{quota, detail::quotaArguments<M>(quota)}, readNow);
+        fallback_->setQuota(quota, shared_->links.current(), readNow);
+    }
+
 private:
+    /// A quota and the arguments that send it.
+    struct Enforced {
+        QuotaOf<M> quota;
+        std::vector<std::string> arguments;
+    };
+    /// Shared by the table's copies, so a change reaches all of them.
+    using Epochs = detail::LimitEpochs<Enforced>;
+
     /// The key prefixes of the model's state, one per member for a set (see `redisKeys`).
     static std::vector<std::string> keyPrefixes(const std::string& base) {
         if constexpr (detail::kIsLimitSet<M>) {
@@ -476,48 +515,53 @@ private:
                                 std::int64_t cost, StepMode mode, Tick fallbackNow,
                                 Each* each) const {
         detail::RedisLink& link = shared_->links.current();
+        const Enforced& enforced = enforced_->current().value;
         const auto admission = link.breaker.admit();
         if (!admission.proceed) {
             shared_->shortCircuited.fetch_add(1, std::memory_order_relaxed);
             return degrade(link, {StoreError::kCircuitOpen, "the circuit breaker is open"}, key,
-                           cost, mode, fallbackNow, admission.wait, each);
+                           cost, mode, fallbackNow, admission.wait, each, enforced.quota);
         }
         const detail::ScriptCall script{now, cost, mode == StepMode::kConsume, phase,
                                         mode == StepMode::kRefund};
         detail::IoStatus status;
         const std::optional<Decision> answer =
-            run(link, key, script, shared_->deadline(), status, each);
+            run(link, key, script, shared_->deadline(), status, each, enforced);
         if (answer) {
             shared_->report(link.breaker.succeeded(admission));
             return *answer;
         }
         shared_->report(
             link.breaker.failed(admission, status.error, status.message, detail::outage(status)));
-        return degrade(link, status, key, cost, mode, fallbackNow, link.breaker.untilProbe(), each);
+        return degrade(link, status, key, cost, mode, fallbackNow, link.breaker.untilProbe(), each,
+                       enforced.quota);
     }
 
     std::optional<Decision> run(detail::RedisLink& link, std::string_view key,
                                 const detail::ScriptCall& script, detail::Deadline deadline,
-                                detail::IoStatus& status, Each* each) const {
+                                detail::IoStatus& status, Each* each,
+                                const Enforced& enforced) const {
         const std::vector<std::string> keys = redisKeys(key);
-        detail::ReplyPtr reply = send(link, "EVALSHA", sha_, keys, script, deadline, status);
+        const auto& arguments = enforced.arguments;
+        detail::ReplyPtr reply =
+            send(link, "EVALSHA", sha_, keys, script, arguments, deadline, status);
         if (reply && isNoScript(*reply)) {
             // The script did not run (restart, failover, SCRIPT FLUSH): the one resend allowed.
             shared_->scriptResends.fetch_add(1, std::memory_order_relaxed);
-            reply = send(link, "EVAL", script_, keys, script, deadline, status);
+            reply = send(link, "EVAL", script_, keys, script, arguments, deadline, status);
         }
         if (!reply) {
             return std::nullopt;
         }
-        return parse(*reply, status, each);
+        return parse(*reply, status, each, enforced.quota);
     }
 
     detail::ReplyPtr send(detail::RedisLink& link, std::string_view verb,
                           std::string_view scriptOrSha, std::span<const std::string> keys,
-                          const detail::ScriptCall& script, detail::Deadline deadline,
-                          detail::IoStatus& status) const {
+                          const detail::ScriptCall& script, std::span<const std::string> arguments,
+                          detail::Deadline deadline, detail::IoStatus& status) const {
         std::string request;
-        detail::appendScriptRequest(request, verb, scriptOrSha, keys, script, quotaArguments_);
+        detail::appendScriptRequest(request, verb, scriptOrSha, keys, script, arguments);
         shared_->requests.fetch_add(1, std::memory_order_relaxed);
         return link.pool.exchange(request, deadline, status);
     }
@@ -529,8 +573,8 @@ private:
 
     /// The script's reply: {allowed, limit, remaining, retry, reset} for a single model; for
     /// a set {allowed, then allowed, remaining, retry, reset per member}.
-    std::optional<Decision> parse(const redisReply& reply, detail::IoStatus& status,
-                                  Each* each) const {
+    std::optional<Decision> parse(const redisReply& reply, detail::IoStatus& status, Each* each,
+                                  const QuotaOf<M>& quota) const {
         if (reply.type == REDIS_REPLY_ERROR) {
             const std::string_view text(reply.str, reply.len);
             status = {detail::classifyErrorReply(text), std::string(text)};
@@ -554,7 +598,7 @@ private:
             typename M::Decisions members;
             for (std::size_t i = 0; i < M::kSize; ++i) {
                 const std::int64_t* f = &v[1 + kMemberFields * i];
-                members[i] = decisionOf(quota_.members[i], f[0] != 0, f[1], f[2], f[3]);
+                members[i] = decisionOf(quota.members[i], f[0] != 0, f[1], f[2], f[3]);
             }
             if (each != nullptr) {
                 *each = members;
@@ -562,7 +606,7 @@ private:
             return M::bind(members);
         } else {
             (void)each;
-            return decisionOf(quota_, v[0] != 0, v[2], v[3], v[4]);
+            return decisionOf(quota, v[0] != 0, v[2], v[3], v[4]);
         }
     }
 
@@ -593,7 +637,8 @@ private:
     /// too).
     [[nodiscard]] Decision degrade(const detail::RedisLink& link, const detail::IoStatus& status,
                                    std::string_view key, std::int64_t cost, StepMode mode, Tick now,
-                                   std::chrono::nanoseconds untilProbe, Each* each) const {
+                                   std::chrono::nanoseconds untilProbe, Each* each,
+                                   const QuotaOf<M>& quota) const {
         shared_->failures.fetch_add(1, std::memory_order_relaxed);
         shared_->failuresByKind[static_cast<std::size_t>(status.error)].fetch_add(
             1, std::memory_order_relaxed);
@@ -612,14 +657,14 @@ private:
         if constexpr (detail::kIsLimitSet<M>) {
             typename M::Decisions members;
             for (std::size_t i = 0; i < M::kSize; ++i) {
-                members[i] = answered(quota_.members[i].capacity, asked, untilProbe);
+                members[i] = answered(quota.members[i].capacity, asked, untilProbe);
             }
             d = M::bind(members);
             if (each != nullptr) {
                 *each = members;
             }
         } else {
-            d = answered(quota_.capacity, asked, untilProbe);
+            d = answered(quota.capacity, asked, untilProbe);
         }
         return markDegraded(d, each);
     }
@@ -660,9 +705,8 @@ private:
     std::vector<std::string> keyPrefixes_;
     std::string script_;
     std::string sha_;
-    QuotaOf<M> quota_;
+    detail::Ref<Epochs> enforced_;
     FailurePolicy policy_;
-    std::vector<std::string> quotaArguments_;
     detail::Ref<detail::RedisFallback<M>> fallback_;
 };
 

@@ -25,7 +25,9 @@ inline namespace v1 {
 /// the namespace of one limiter (its `options.name` and model) and throws `std::invalid_argument`
 /// when the store cannot hold the quota's arithmetic exactly. A table's `step(key, now, cost,
 /// mode)` reads the time from `now` and applies one step to the key's state atomically (a peek,
-/// or a zero cost, writes nothing) and `reset(key)` makes the key fresh. `DefaultClock` is the
+/// or a zero cost, writes nothing) and `reset(key)` makes the key fresh; `quota()` is the quota
+/// in force and `setQuota(quota, readNow)` replaces it from the tick after `readNow()`, each
+/// key carried over by its next step (`detail::convertedState`). `DefaultClock` is the
 /// storage's natural clock; `kSharedAcrossHosts` says whether other hosts see the same state (so
 /// a host-local clock would be wrong there). A storage may fix the tick of the arithmetic with
 /// `static constexpr std::int64_t kNanosPerTick` (Redis: 1000); otherwise the clock's tick is
@@ -40,6 +42,8 @@ concept StoragePolicy = AlgorithmModel<M> && std::copy_constructible<S> &&
                       std::string_view key, detail::TickSource now, std::int64_t cost) {
         { table.step(key, now, cost, StepMode::kConsume) } -> std::same_as<Decision>;
         table.reset(key);
+        { table.quota() } -> std::convertible_to<const QuotaOf<M>&>;
+        table.setQuota(quota, [] { return Tick{0}; });
     };
 };
 
