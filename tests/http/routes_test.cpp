@@ -593,6 +593,7 @@ TEST_CASE("RouteLimiter: a dry-run rule of a set counts what it would refuse and
     };
     Verdict v = send();
     CHECK(v.allowed);
+    CHECK(v.wouldRefuse.empty());
     CHECK(field(v, "RateLimit-Policy") == R"("watched";q=1;w=3600, "enforced";q=3;w=3600)");
     for (int i = 0; i < 2; ++i) {
         v = send();
@@ -602,6 +603,7 @@ TEST_CASE("RouteLimiter: a dry-run rule of a set counts what it would refuse and
         CHECK(v.status == 200);
         CHECK(v.binding == &enforced);
         CHECK(field(v, "RateLimit-Policy") == R"("enforced";q=3;w=3600)");
+        CHECK(v.wouldRefuse == std::vector<const RouteRule*>{&watched});
         CHECK(limiter.limiterOf(enforced).peek(v.client.key, 0).remaining == 1 - i);
     }
     CHECK(limiter.limiterOf(watched).dryRunRefusals() == 2);

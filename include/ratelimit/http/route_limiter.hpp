@@ -105,6 +105,9 @@ struct Verdict {
     /// gave `Retry-After` and the body; nullptr when no rule counted the request or the IPv6
     /// aggregate binds.
     const RouteRule* binding = nullptr;
+    /// The dry-run rules of the set that would have refused the request
+    /// (`Decision::wouldRefuse`), to log what enforcing them would do; usually empty.
+    std::vector<const RouteRule*> wouldRefuse;
 };
 
 /// The framework-free core of a rate-limiting middleware: per-route rules, tiers, allow lists,
@@ -290,6 +293,10 @@ private:
         for (const PolicyDecision& c : reported) {
             if (!c.decision.allowed) {
                 violated.push_back(c.policy->name);
+            }
+            const auto at = static_cast<std::size_t>(&c - reported.data());
+            if (c.decision.wouldRefuse && at >= first) {
+                v.wouldRefuse.push_back(counted[at - first].rule);
             }
             if (!c.decision.wouldRefuse &&
                 (binding == nullptr || detail::bindsTighter(c.decision, binding->decision))) {
