@@ -359,7 +359,7 @@ private:
     ClientIdentity identity_;
     CidrSet allow_;
     RateLimitHeaders headers_;
-    bool problemDetails_;
+    bool problemDetails_ = true;
     std::vector<std::string> skip_;
     std::vector<AnyLimiter> limiters_;
     std::vector<QuotaPolicy> policies_;
