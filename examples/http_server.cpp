@@ -51,7 +51,8 @@ GET   /api     1000/min  name=reads
 constexpr std::string_view kUsage = R"(usage: http_server [options]
   --port N              listen on 127.0.0.1:N (default 8080; 0 picks a free port)
   --rules FILE          route rules, one per line: <METHOD|*> <path-prefix> <limit> [name=..]
-                        [algorithm=..] [burst=..] [tier=..] [cost=..]  (default: a built-in table)
+                        [algorithm=..] [burst=..] [tier=..] [cost=..] [mode=..] [counts=..]
+                        (lines of one method, path and tier form a set; default: a built-in table)
   --redis HOST:PORT     share the limits through Redis (default: in memory)
   --api-key KEY=TIER    a known API key (sent as X-API-Key) and its tier; repeatable
   --trust-proxy CIDR    a trusted proxy network; repeatable (needs --forwarded-header)

@@ -754,6 +754,45 @@ TEST_CASE("tryAcquireAll: several keys for one request take from every one or fr
     CHECK(byUser.peek("carol", 0).remaining == 1);
 }
 
+TEST_CASE("tryAcquireAll: checks counted at run time refund, peek and skip dry-runs alike",
+          "[limiter][memory][refund]") {
+    ManualClock clock;
+    const MemoryStorage store;
+    const auto make = [&](ratelimit::Algorithm algorithm, Limit limit, const char* name) {
+        return ratelimit::AnyLimiter::make(algorithm, limit, store, clock, {.name = name});
+    };
+    ratelimit::AnyLimiter wide =
+        make(ratelimit::Algorithm::kTokenBucket, Limit::perHour(5), "wide");
+    ratelimit::AnyLimiter watched =
+        ratelimit::AnyLimiter::make(ratelimit::Algorithm::kFixedWindow, Limit::perHour(1), store,
+                                    clock, {.name = "watched", .dryRun = true});
+    ratelimit::AnyLimiter narrow =
+        make(ratelimit::Algorithm::kSlidingLog, Limit::perHour(2), "narrow");
+    const std::vector<ratelimit::KeyCheck<ratelimit::AnyLimiter>> checks{
+        {wide, "k", 1}, {watched, "k", 1}, {narrow, "k", 1}};
+    std::vector<Decision> out(checks.size());
+    for (int i = 0; i < 2; ++i) {
+        ratelimit::tryAcquireAll<ratelimit::AnyLimiter>(checks, out);
+        CHECK((out[0].allowed && out[1].allowed && out[2].allowed));
+        CHECK(out[1].wouldRefuse == (i == 1));
+    }
+    // The third member refuses: the first gives back, the dry-run one took nothing to give.
+    ratelimit::tryAcquireAll<ratelimit::AnyLimiter>(checks, out);
+    CHECK_FALSE(out[2].allowed);
+    CHECK(out[0].allowed);
+    CHECK(wide.peek("k", 0).remaining == 3);
+    CHECK(watched.peek("k", 0).remaining == 0);
+    CHECK(watched.dryRunRefusals() == 2);
+    // A refusal by the first member leaves the others untouched: they are only peeked.
+    const std::vector<ratelimit::KeyCheck<ratelimit::AnyLimiter>> first{{narrow, "k", 1},
+                                                                        {wide, "k", 1}};
+    std::vector<Decision> two(2);
+    ratelimit::tryAcquireAll<ratelimit::AnyLimiter>(first, two);
+    CHECK_FALSE(two[0].allowed);
+    CHECK(two[1].allowed);
+    CHECK(wide.peek("k", 0).remaining == 3);
+}
+
 TEST_CASE("Limiter: a clock with millisecond ticks works", "[limiter][memory]") {
     STATIC_REQUIRE(ratelimit::ClockPolicy<MillisecondClock>);
     MillisecondClock clock;

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include <ratelimit/decision.hpp>
@@ -65,6 +66,31 @@ std::array<Decision, sizeof...(L)> tryAcquireAll(const KeyCheck<L>&... checks) {
         (giveBack(checks), ...);
     }
     return out;
+}
+
+/// `tryAcquireAll` for a number of checks known only at run time (a route's set of rules), all
+/// of one limiter type (`AnyLimiter` mixes algorithms): the same order, refunds and peeks.
+/// `out[i]` receives the decision of `checks[i]`; the request may go on when all are allowed.
+/// Preconditions: `out.size() == checks.size()`.
+/// Throws: what the limiters throw (`std::invalid_argument` for a negative cost).
+template <class L>
+void tryAcquireAll(std::span<const KeyCheck<L>> checks, std::span<Decision> out) {
+    const std::size_t count = checks.size();
+    std::size_t refusal = count;  // the first refused check, if any
+    for (std::size_t i = 0; i < count; ++i) {
+        const KeyCheck<L>& check = checks[i];
+        out[i] = refusal == count ? check.limiter.tryAcquire(check.key, check.cost)
+                                  : check.limiter.peek(check.key, check.cost);
+        if (!out[i].allowed && refusal == count) {
+            refusal = i;
+        }
+    }
+    for (std::size_t i = 0; i < refusal && refusal < count; ++i) {
+        const KeyCheck<L>& check = checks[i];
+        if (!out[i].wouldRefuse && !out[i].degraded) {
+            out[i] = check.limiter.refund(check.key, check.cost);
+        }
+    }
 }
 
 }  // namespace v1

@@ -196,6 +196,15 @@ void fuzzRules(std::string_view text) {
         for (const http::RouteRule& r : table.rules()) {
             check(table.matchNormalized(r.method == "*" ? "GET" : r.method, r.pathPrefix, r.tier) !=
                   nullptr);
+            // Every rule is in its own set, whose rules share its route and differ in name.
+            const std::span<const std::size_t> set = table.setOf(r);
+            const auto self = static_cast<std::size_t>(&r - table.rules().data());
+            check(std::find(set.begin(), set.end(), self) != set.end());
+            for (const std::size_t i : set) {
+                const http::RouteRule& other = table.rules()[i];
+                check(other.method == r.method && other.pathPrefix == r.pathPrefix &&
+                      other.tier == r.tier && (i == self || other.name != r.name));
+            }
         }
     } catch (const std::invalid_argument&) {
         // Bad configuration is refused with a message; that is the contract.

@@ -1,6 +1,7 @@
 // Tests of include/ratelimit/http/routes.hpp and route_limiter.hpp: path normalisation (no
 // bypass through other spellings), rule matching and tiers, the rule file format, and the
-// middleware core end to end over memory storage (limits long enough that time never matters).
+// middleware core end to end over memory storage (limits long enough that time never matters,
+// or a ManualClock), rule sets, the identity each rule counts, and dry-run rules in a set.
 
 #include <chrono>
 #include <optional>
@@ -8,8 +9,10 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include <ratelimit/clock.hpp>
 #include <ratelimit/http/route_limiter.hpp>
 #include <ratelimit/http/routes.hpp>
 #include <ratelimit/storage/memory.hpp>
@@ -22,6 +25,9 @@ namespace {
 
 using ratelimit::Algorithm;
 using ratelimit::Limit;
+using ratelimit::ManualClock;
+using ratelimit::MemoryStorage;
+using ratelimit::http::Counts;
 using ratelimit::http::normalizePath;
 using ratelimit::http::pathReadings;
 using ratelimit::http::RequestInfo;
@@ -38,6 +44,17 @@ std::optional<std::string> field(const Verdict& v, std::string_view name) {
         }
     }
     return std::nullopt;
+}
+
+/// The rule of `table` named `name` on `pathPrefix`.
+const RouteRule& ruleNamed(const RouteTable& table, std::string_view pathPrefix,
+                           std::string_view name) {
+    for (const RouteRule& r : table.rules()) {
+        if (r.pathPrefix == pathPrefix && r.name == name) {
+            return r;
+        }
+    }
+    throw std::logic_error("no such rule");
 }
 
 constexpr std::string_view kRules = R"(# test rules
@@ -341,4 +358,264 @@ TEST_CASE(
         }
         CHECK(admitted == 2);
     }
+}
+
+TEST_CASE("RouteTable: rules of one method, prefix and tier form one set, in code and in a file",
+          "[http][routes][sets]") {
+    const RouteTable table = RouteTable::parse(R"(GET /api 10/s name=burst
+get /api/ 1000/h name=hourly counts=address
+GET /api 100/h name=user counts=principal mode=dry-run
+GET /api 50/h name=pro tier=pro
+*   /api 5/min name=any
+GET /api/export 2/h
+)");
+    REQUIRE(table.rules().size() == 6);
+    const RouteRule* api = table.match("GET", "/api/items");
+    REQUIRE(api == table.rules().data());  // the set's first rule
+    const std::vector<std::size_t> set(table.setOf(*api).begin(), table.setOf(*api).end());
+    CHECK(set == std::vector<std::size_t>{0, 1, 2});
+    CHECK(table.setOf(table.rules()[2]).size() == 3);
+    CHECK(table.rules()[0].counts == Counts::kClient);
+    CHECK(table.rules()[1].counts == Counts::kAddress);
+    CHECK(table.rules()[2].counts == Counts::kPrincipal);
+    CHECK(table.rules()[2].dryRun);
+    // The tier's set, the `*` set and the longer prefix are sets of their own, and matching
+    // picks among sets as it picks among rules.
+    CHECK(table.match("GET", "/api", "pro") == &table.rules()[3]);
+    CHECK(table.setOf(table.rules()[3]).size() == 1);
+    CHECK(table.match("POST", "/api") == &table.rules()[4]);
+    CHECK(table.match("GET", "/api/export/x")->limit == Limit::perHour(2));
+
+    const auto rule = [](std::string method, std::string prefix, Limit limit, std::string name,
+                         std::string tier = {}, Counts counts = Counts::kClient) {
+        RouteRule r;
+        r.method = std::move(method);
+        r.pathPrefix = std::move(prefix);
+        r.limit = limit;
+        r.name = std::move(name);
+        r.tier = std::move(tier);
+        r.counts = counts;
+        return r;
+    };
+    RouteTable code;
+    code.add(rule("POST", "/login", Limit::perMinute(5), "a"));
+    code.add(rule("post", "//login/", Limit::perDay(20), "b", {}, Counts::kAddress));
+    code.add(rule("POST", "/login", Limit::perDay(20), "c", "pro"));
+    CHECK(code.setOf(code.rules()[1]).size() == 2);
+    CHECK(code.setOf(code.rules()[2]).size() == 1);
+    REQUIRE_THROWS_WITH(code.add(rule("POST", "/login/", Limit::perMinute(5), "a"), "here"),
+                        Catch::Matchers::Contains("here: RouteRule.name 'a'") &&
+                            Catch::Matchers::Contains("POST /login") &&
+                            Catch::Matchers::Contains("distinct names"));
+    CHECK(code.rules().size() == 3);  // a refused rule is not added
+}
+
+TEST_CASE("RouteTable::parse: set and counts errors name the line and the field",
+          "[http][routes][sets]") {
+    using Catch::Matchers::Contains;
+    // Two lines of one set with the default name (the prefix's first segment) clash.
+    REQUIRE_THROWS_WITH(RouteTable::parse("GET /a 5/min\n# per hour too\nGET /a/ 100/h\n", "f"),
+                        Contains("f:3: RouteRule.name 'a'") && Contains("distinct names"));
+    CHECK_NOTHROW(RouteTable::parse("GET /a 5/min\nGET /a 100/h name=a-hourly\nPOST /a 5/min\n"));
+    REQUIRE_THROWS_WITH(RouteTable::parse("GET /a 5/min\nGET /a 5/min counts=everyone", "f"),
+                        Contains("f:2") && Contains("unknown counts 'everyone'") &&
+                            Contains("client, address, principal"));
+    REQUIRE_THROWS_WITH(RouteTable::parse("GET /a 5/min counts=", "f"),
+                        Contains("f:1") && Contains("expected option=value"));
+    // Rules of one name on other routes still share one limiter, whatever each counts.
+    REQUIRE_THROWS_WITH(RouteTable::parse("GET /a 5/min name=s\nGET /b 6/min name=s", "f"),
+                        Contains("f:2") && Contains("same limit"));
+    CHECK_NOTHROW(
+        RouteTable::parse("GET /a 5/min name=s counts=address\nGET /b 5/min name=s "
+                          "counts=principal"));
+}
+
+TEST_CASE("RouteLimiter: a set's refusal by its second rule takes nothing from the first",
+          "[http][routes][sets][refund]") {
+    ManualClock clock;
+    RouteLimiterOptions options;
+    options.headers.legacyReset = ratelimit::http::HeaderOptions::Reset::kDeltaSeconds;
+    const RouteTable table = RouteTable::parse(
+        "GET /api 10/h name=hourly algorithm=fixed_window\n"
+        "GET /api 2/min name=minute algorithm=fixed_window\n");
+    RouteLimiter limiter{table, MemoryStorage{}, clock, options};
+    const RouteRule& hourly = ruleNamed(limiter.table(), "/api", "hourly");
+    const RouteRule& minute = ruleNamed(limiter.table(), "/api", "minute");
+    const auto send = [&] {
+        return limiter.check(RequestInfo{"GET", "/api/x", "203.0.113.5", {}, {}, {}});
+    };
+    for (int i = 0; i < 2; ++i) {
+        const Verdict v = send();
+        CHECK(v.allowed);
+        // Every member's policy, in the set's order; the binding one has the least left.
+        CHECK(field(v, "RateLimit-Policy") == R"("hourly";q=10;w=3600, "minute";q=2;w=60)");
+        CHECK(field(v, "RateLimit") == "\"hourly\";r=" + std::to_string(9 - i) +
+                                           ";t=3600, \"minute\";r=" + std::to_string(1 - i) +
+                                           ";t=60");
+        CHECK(field(v, "X-RateLimit-Remaining") == std::to_string(1 - i));
+        CHECK(v.binding == &minute);
+    }
+    clock.advance(20s);
+    for (int i = 0; i < 3; ++i) {
+        const Verdict v = send();
+        CHECK_FALSE(v.allowed);
+        CHECK(v.status == 429);
+        CHECK(v.binding == &minute);
+        CHECK(field(v, "Retry-After") == "40");
+        CHECK(v.body.find(R"("violated-policies":["minute"])") != std::string::npos);
+        CHECK(v.body.find("retry in 40 seconds") != std::string::npos);
+        // The hourly rule gave back what it took: still 8 of 10.
+        CHECK(field(v, "RateLimit")->find("\"hourly\";r=8;") != std::string::npos);
+        CHECK(limiter.limiterOf(hourly).peek(v.client.key, 0).remaining == 8);
+    }
+    clock.advance(40s);
+    CHECK(send().allowed);
+    CHECK(limiter.limiterOf(hourly).peek("ip4:203.0.113.5", 0).remaining == 7);
+}
+
+TEST_CASE("RouteLimiter: the member with the longest wait gives Retry-After and the body",
+          "[http][routes][sets]") {
+    // Both members refuse at 130 s: the minute's wait is 50 s, the hour's 3470 s. In either
+    // order the hour binds, though one order makes it the first refusal and one the last.
+    for (const bool hourFirst : {false, true}) {
+        CAPTURE(hourFirst);
+        const std::string minuteRule = "POST /login 1/min name=minute algorithm=fixed_window\n";
+        const std::string hourRule = "POST /login 3/h name=hour algorithm=fixed_window\n";
+        ManualClock clock;
+        RouteLimiter limiter{
+            RouteTable::parse(hourFirst ? hourRule + minuteRule : minuteRule + hourRule),
+            MemoryStorage{}, clock};
+        const RouteRule& hour = ruleNamed(limiter.table(), "/login", "hour");
+        const auto send = [&] {
+            return limiter.check(RequestInfo{"POST", "/login", "198.51.100.7", {}, {}, {}});
+        };
+        for (int i = 0; i < 3; ++i) {
+            CHECK(send().allowed);
+            clock.advance(60s);
+        }
+        clock.advance(-50s);
+        const Verdict v = send();
+        CHECK_FALSE(v.allowed);
+        INFO(v.body);
+        CHECK(v.binding == &hour);
+        CHECK(field(v, "Retry-After") == "3470");
+        CHECK(v.body.find("retry in 3470 seconds") != std::string::npos);
+        CHECK(field(v, "X-RateLimit-Limit") == "3");
+        CHECK(v.body.find(hourFirst
+                              ? R"("violated-policies":["hour","minute"])"
+                              : R"("violated-policies":["minute","hour"])") != std::string::npos);
+    }
+}
+
+TEST_CASE("RouteLimiter: each rule counts its identity: the client, the address or the principal",
+          "[http][routes][sets]") {
+    RouteLimiterOptions options;
+    options.headers.legacyFields = false;
+    const RouteTable table = RouteTable::parse(
+        "GET /api 3/h name=per-address counts=address\n"
+        "GET /api 2/h name=per-user counts=principal\n"
+        "GET /account 1/h counts=principal\n");
+    ManualClock clock;
+    RouteLimiter limiter{table, MemoryStorage{}, clock, options};
+    const auto send = [&](std::string_view target, std::optional<std::string_view> principal) {
+        return limiter.check(RequestInfo{"GET", target, "192.0.2.10", {}, principal, {}});
+    };
+    // Without a principal only the address is counted, and only its policy is told.
+    Verdict v = send("/api", std::nullopt);
+    CHECK(v.allowed);
+    CHECK(v.limited);
+    CHECK(field(v, "RateLimit-Policy") == R"("per-address";q=3;w=3600)");
+    // Logged in, the address is still counted, beside the user.
+    v = send("/api", std::string_view("alice"));
+    CHECK(v.allowed);
+    CHECK(v.client.key == "user:alice");
+    CHECK(field(v, "RateLimit") == R"("per-address";r=1;t=2400, "per-user";r=1;t=1800)");
+    CHECK(send("/api", std::string_view("bob")).allowed);
+    // The address's 3 are spent: logging in as anyone does not lift its limit.
+    v = send("/api", std::string_view("carol"));
+    CHECK_FALSE(v.allowed);
+    CHECK(v.body.find(R"("violated-policies":["per-address"])") != std::string::npos);
+    // ... and the refusal took nothing from carol's own limit.
+    const RouteRule& perUser = ruleNamed(limiter.table(), "/api", "per-user");
+    CHECK(limiter.limiterOf(perUser).peek("user:carol", 0).remaining == 2);
+    // A set none of whose rules counts an anonymous request does not limit it.
+    for (int i = 0; i < 3; ++i) {
+        v = send("/account", std::nullopt);
+        CHECK(v.allowed);
+        CHECK_FALSE(v.limited);
+        CHECK(v.rule != nullptr);
+        CHECK(v.headers.empty());
+    }
+    CHECK(send("/account", std::string_view("alice")).allowed);
+    CHECK_FALSE(send("/account", std::string_view("alice")).allowed);
+}
+
+TEST_CASE("RouteLimiter: an address and a principal spelled alike never share a count",
+          "[http][routes][sets]") {
+    // One limiter (one name) counts addresses on /a and principals on /b.
+    const RouteTable table = RouteTable::parse(
+        "GET /a 2/h name=shared counts=address\n"
+        "GET /b 2/h name=shared counts=principal\n");
+    RouteLimiter limiter{table, MemoryStorage{}, RouteLimiterOptions{}};
+    const auto send = [&](std::string_view target, std::string_view peer,
+                          std::optional<std::string_view> principal) {
+        return limiter.check(RequestInfo{"GET", target, peer, {}, principal, {}});
+    };
+    CHECK(send("/a", "1.2.3.4", std::nullopt).allowed);
+    CHECK(send("/a", "1.2.3.4", std::nullopt).allowed);
+    CHECK_FALSE(send("/a", "1.2.3.4", std::nullopt).allowed);
+    // Principals named like that address, or like its key, have their own counts.
+    for (const std::string_view who : {"1.2.3.4", "ip4:1.2.3.4"}) {
+        CAPTURE(who);
+        CHECK(send("/b", "198.51.100.1", who).allowed);
+        CHECK(send("/b", "198.51.100.1", who).allowed);
+        CHECK_FALSE(send("/b", "198.51.100.1", who).allowed);
+    }
+    ratelimit::AnyLimiter& shared = limiter.limiterOf(limiter.table().rules()[0]);
+    CHECK(shared.peek("ip4:1.2.3.4", 0).remaining == 0);
+    CHECK(shared.peek("user:1.2.3.4", 0).remaining == 0);
+    CHECK(shared.peek("user:ip4:1.2.3.4", 0).remaining == 0);
+    CHECK(shared.peek("ip4:198.51.100.1", 0).remaining == 2);  // /b never counted the address
+}
+
+TEST_CASE("RouteLimiter: a dry-run rule of a set counts what it would refuse and blocks nothing",
+          "[http][routes][sets]") {
+    // The watched rule comes first in the file; it is still checked after the enforced one.
+    const RouteTable table = RouteTable::parse(
+        "GET /s 1/h name=watched algorithm=fixed_window mode=dry-run\n"
+        "GET /s 3/h name=enforced algorithm=fixed_window\n");
+    ManualClock clock;
+    RouteLimiter limiter{table, MemoryStorage{}, clock};
+    const RouteRule& watched = ruleNamed(limiter.table(), "/s", "watched");
+    const RouteRule& enforced = ruleNamed(limiter.table(), "/s", "enforced");
+    const auto send = [&] {
+        return limiter.check(RequestInfo{"GET", "/s", "203.0.113.77", {}, {}, {}});
+    };
+    Verdict v = send();
+    CHECK(v.allowed);
+    CHECK(v.wouldRefuse.empty());
+    CHECK(field(v, "RateLimit-Policy") == R"("watched";q=1;w=3600, "enforced";q=3;w=3600)");
+    for (int i = 0; i < 2; ++i) {
+        v = send();
+        // The watched rule would refuse; the request goes on, and the enforced rule keeps what
+        // it took (2 left, then 1... then 0).
+        CHECK(v.allowed);
+        CHECK(v.status == 200);
+        CHECK(v.binding == &enforced);
+        CHECK(field(v, "RateLimit-Policy") == R"("enforced";q=3;w=3600)");
+        CHECK(v.wouldRefuse == std::vector<const RouteRule*>{&watched});
+        CHECK(limiter.limiterOf(enforced).peek(v.client.key, 0).remaining == 1 - i);
+    }
+    CHECK(limiter.limiterOf(watched).dryRunRefusals() == 2);
+    // The enforced rule refuses: a 429 by it alone, and the watched rule counts nothing more
+    // (the set refused the request, not the watched rule).
+    for (int i = 0; i < 3; ++i) {
+        v = send();
+        CHECK_FALSE(v.allowed);
+        CHECK(v.binding == &enforced);
+        CHECK(v.body.find(R"("violated-policies":["enforced"])") != std::string::npos);
+        CHECK(field(v, "Retry-After") == "3600");
+    }
+    CHECK(limiter.limiterOf(watched).dryRunRefusals() == 2);
+    CHECK(limiter.limiterOf(enforced).dryRunRefusals() == 0);
 }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include <ratelimit/any_limiter.hpp>
+#include <ratelimit/clock.hpp>
 #include <ratelimit/decision.hpp>
 #include <ratelimit/http/cidr.hpp>
 #include <ratelimit/http/client_key.hpp>
@@ -38,8 +40,9 @@ struct RouteLimiterOptions {
     /// Which response fields to write.
     HeaderOptions headers;
     /// A second limit on every unauthenticated IPv6 client's aggregate network
-    /// (`identity.ipv6AggregatePrefix`, /48 by default), checked before the route's own; none
-    /// by default. Its policy is named `ipv6-aggregate`.
+    /// (`identity.ipv6AggregatePrefix`, /48 by default), checked before the route's own rules,
+    /// all or nothing with them, at the cost of the set's first rule; none by default. Its
+    /// policy is named `ipv6-aggregate`.
     std::optional<Limit> ipv6AggregateLimit;
     /// 429 bodies as RFC 9457 problem details (default) or plain text.
     bool problemDetails = true;
@@ -58,7 +61,8 @@ struct RequestInfo {
     /// Every value of the trusted forwarding header (`RouteLimiter::forwardedHeader()`), in order.
     std::span<const std::string_view> forwarded;
     /// The principal's id, only once the application has verified it (see
-    /// `ClientIdentity::identify`); it then replaces the address as the key.
+    /// `ClientIdentity::identify`); it then replaces the address as the key of the rules that
+    /// count the client (`Counts::kClient`), and is the key of those that count the principal.
     std::optional<std::string_view> principal;
     /// The verified principal's tier (`free`, `pro`, …): selects the tier's rules.
     std::string_view tier;
@@ -78,8 +82,9 @@ inline constexpr std::string_view kAmbiguousPathDetail =
 
 /// The answer for one request: whether to go on, and what to add to the response.
 struct Verdict {
-    /// A rule applied (false: skipped path, allow-listed client, no matching rule, or a target
-    /// refused with 400).
+    /// A rule counted the request (false: skipped path, allow-listed client, no matching rule,
+    /// no rule of the matched set that counts it (`Counts::kPrincipal` without a principal), or
+    /// a target refused with 400).
     bool limited = false;
     /// Go on with the request; otherwise answer `status` with `body`.
     bool allowed = true;
@@ -90,10 +95,19 @@ struct Verdict {
     /// The 429 or 400 body and its content type (empty when allowed).
     std::string body;
     std::string_view contentType;
-    /// The rule that applied, or nullptr.
+    /// The rule that matched (the first of its set: `RouteTable::setOf` gives them all), or
+    /// nullptr.
     const RouteRule* rule = nullptr;
     /// Who the client was taken to be.
     ClientKey client;
+    /// The rule of the set whose decision binds (`detail::bindsTighter`: the refusal with the
+    /// longest wait, else the least remaining; a dry-run's would-be refusal left out), which
+    /// gave `Retry-After` and the body; nullptr when no rule counted the request or the IPv6
+    /// aggregate binds.
+    const RouteRule* binding = nullptr;
+    /// The dry-run rules of the set that would have refused the request
+    /// (`Decision::wouldRefuse`), to log what enforcing them would do; usually empty.
+    std::vector<const RouteRule*> wouldRefuse;
 };
 
 /// The framework-free core of a rate-limiting middleware: per-route rules, tiers, allow lists,
@@ -110,6 +124,13 @@ public:
     /// skip path, header options) or a limit the storage cannot hold. Does no I/O.
     template <class Storage>
     RouteLimiter(RouteTable table, Storage storage, RouteLimiterOptions options = {})
+        : RouteLimiter(std::move(table), std::move(storage), typename Storage::DefaultClock{},
+                       std::move(options)) {}
+
+    /// The same, with every limiter reading the time of `clock` (a `ManualClock` in tests and
+    /// simulations, `SystemClock` for hosts with synchronised clocks).
+    template <class Storage, ClockPolicy Clock>
+    RouteLimiter(RouteTable table, Storage storage, Clock clock, RouteLimiterOptions options = {})
         : table_(std::move(table)),
           identity_(options.identity),
           allow_(options.allowList, "RouteLimiterOptions.allowList"),
@@ -139,7 +160,8 @@ public:
                 LimiterOptions o = options.limiterOptions;
                 o.name = name;
                 o.dryRun = rule.dryRun;
-                limiters_.push_back(AnyLimiter::make(rule.algorithm, rule.limit, storage, o));
+                limiters_.push_back(
+                    AnyLimiter::make(rule.algorithm, rule.limit, storage, clock, o));
                 policies_.push_back(QuotaPolicy::forLimiter(rule.name, limiters_.back()));
                 names_.push_back(name);
             }
@@ -153,8 +175,8 @@ public:
             }
             LimiterOptions o = options.limiterOptions;
             o.name = prefix + "ipv6-aggregate";
-            aggregate_.emplace(
-                AnyLimiter::make(Algorithm::kTokenBucket, *options.ipv6AggregateLimit, storage, o));
+            aggregate_.emplace(AnyLimiter::make(Algorithm::kTokenBucket,
+                                                *options.ipv6AggregateLimit, storage, clock, o));
             aggregatePolicy_ = QuotaPolicy::forLimiter("ipv6-aggregate", *aggregate_);
         }
     }
@@ -182,44 +204,36 @@ public:
             return v;
         }
         v.rule = route.rule;
-        v.limited = true;
-        const auto ruleIndex = static_cast<std::size_t>(v.rule - table_.rules().data());
-        const std::size_t index = limiterOfRule_[ruleIndex];
-
-        std::vector<PolicyDecision> checks;
-        AnyLimiter& own = limiters_[index];
-        if (aggregate_ && !v.client.aggregateKey.empty()) {
-            // All or nothing: the client's own refusal gives back the aggregate's cost.
-            const auto [wide, mine] =
-                tryAcquireAll(KeyCheck{*aggregate_, v.client.aggregateKey, v.rule->cost},
-                              KeyCheck{own, v.client.key, v.rule->cost});
-            checks = {{&aggregatePolicy_, wide}, {&policies_[index], mine}};
-        } else {
-            checks = {{&policies_[index], own.tryAcquire(v.client.key, v.rule->cost)}};
-        }
-        const ResponseContext context{{}, v.client.key};
-        v.headers = headers_(checks, context);
-        std::vector<std::string_view> violated;
-        const Decision* refusal = nullptr;
-        for (const PolicyDecision& c : checks) {
-            if (!c.decision.allowed) {
-                violated.push_back(c.policy->name);
-                refusal = &c.decision;
+        // The address's key where a verified principal replaced it in `v.client`: made once,
+        // when a rule counts the address, and never changed after (the checks view it).
+        std::string addressKey;
+        std::vector<Counted> counted;  // the rules of the set that count this request
+        for (const std::size_t index : table_.setOf(*route.rule)) {
+            const RouteRule& rule = table_.rules()[index];
+            if (rule.counts == Counts::kPrincipal && !v.client.authenticated) {
+                continue;
             }
+            std::string_view key = v.client.key;
+            if (rule.counts == Counts::kAddress && v.client.authenticated) {
+                if (addressKey.empty()) {
+                    addressKey = identity_.identify(request.peer, request.forwarded).key;
+                }
+                key = addressKey;
+            }
+            counted.push_back({&rule, limiterOfRule_[index], key});
         }
-        if (refusal == nullptr) {
-            return v;
-        }
-        v.allowed = false;
-        v.status = kStatusTooManyRequests;
-        if (problemDetails_) {
-            v.body = problemJson(violated, retryAfterSeconds(*refusal));
-            v.contentType = kProblemContentType;
-        } else {
-            v.body = plainBody(*refusal);
-            v.contentType = "text/plain; charset=utf-8";
+        if (!counted.empty()) {
+            v.limited = true;
+            decide(v, counted);
         }
         return v;
+    }
+
+    /// The limiter of `rule`, shared by the rules of its name and tier: to peek at a client's
+    /// key (`Verdict::client.key`, or its address's key for `Counts::kAddress`), reset one, or
+    /// read `dryRunRefusals()`. Preconditions: `rule` is an element of `table().rules()`.
+    [[nodiscard]] AnyLimiter& limiterOf(const RouteRule& rule) noexcept {
+        return limiters_[limiterOfRule_[static_cast<std::size_t>(&rule - table_.rules().data())]];
     }
 
     /// The forwarding header whose values `RequestInfo::forwarded` must carry (empty: none).
@@ -230,6 +244,84 @@ public:
     [[nodiscard]] const ClientIdentity& identity() const noexcept { return identity_; }
 
 private:
+    /// A rule of the matched set that counts the request: its limiter and the key it counts.
+    struct Counted {
+        const RouteRule* rule = nullptr;
+        std::size_t limiter = 0;
+        std::string_view key;
+    };
+
+    /// Checks the counted rules (and the IPv6 aggregate) all or nothing, and writes the verdict
+    /// (`counted` may view `v.client.key`).
+    void decide(Verdict& v, const std::vector<Counted>& counted) {
+        // The aggregate first, then the enforcing rules, then the dry-run ones: a dry-run rule
+        // admits, so it never makes the others give back, and checked last it takes (and counts
+        // as a would-be refusal) only what the enforcing rules admitted.
+        const std::size_t first = aggregate_ && !v.client.aggregateKey.empty() ? 1 : 0;
+        std::vector<KeyCheck<AnyLimiter>> checks;
+        std::vector<std::size_t> rank;  // the index in `counted` of each check after the first
+        checks.reserve(first + counted.size());
+        if (first == 1) {
+            checks.push_back({*aggregate_, v.client.aggregateKey, v.rule->cost});
+        }
+        for (const bool dryRuns : {false, true}) {
+            for (std::size_t i = 0; i < counted.size(); ++i) {
+                AnyLimiter& limiter = limiters_[counted[i].limiter];
+                if (limiter.options().dryRun == dryRuns) {
+                    checks.push_back({limiter, counted[i].key, counted[i].rule->cost});
+                    rank.push_back(i);
+                }
+            }
+        }
+        std::vector<Decision> decisions(checks.size());
+        tryAcquireAll<AnyLimiter>(checks, decisions);
+
+        // Reported in the set's order, the aggregate first (docs/semantics.md, "Several keys").
+        std::vector<PolicyDecision> reported(checks.size());
+        if (first == 1) {
+            reported[0] = {&aggregatePolicy_, decisions[0]};
+        }
+        for (std::size_t c = first; c < checks.size(); ++c) {
+            const std::size_t i = rank[c - first];
+            reported[first + i] = {&policies_[counted[i].limiter], decisions[c]};
+        }
+        const ResponseContext context{{}, v.client.key};
+        v.headers = headers_(reported, context);
+
+        std::vector<std::string_view> violated;
+        const PolicyDecision* binding = nullptr;
+        for (const PolicyDecision& c : reported) {
+            if (!c.decision.allowed) {
+                violated.push_back(c.policy->name);
+            }
+            const auto at = static_cast<std::size_t>(&c - reported.data());
+            if (c.decision.wouldRefuse && at >= first) {
+                v.wouldRefuse.push_back(counted[at - first].rule);
+            }
+            if (!c.decision.wouldRefuse &&
+                (binding == nullptr || detail::bindsTighter(c.decision, binding->decision))) {
+                binding = &c;
+            }
+        }
+        if (binding != nullptr && binding - reported.data() >= static_cast<std::ptrdiff_t>(first)) {
+            v.binding = counted[static_cast<std::size_t>(binding - reported.data()) - first].rule;
+        }
+        if (violated.empty()) {
+            return;
+        }
+        // A refusal binds over every admission, so `binding` is the longest-waiting refusal.
+        const Decision& refusal = binding->decision;
+        v.allowed = false;
+        v.status = kStatusTooManyRequests;
+        if (problemDetails_) {
+            v.body = problemJson(violated, retryAfterSeconds(refusal));
+            v.contentType = kProblemContentType;
+        } else {
+            v.body = plainBody(refusal);
+            v.contentType = "text/plain; charset=utf-8";
+        }
+    }
+
     /// What a path means to the limiter: skipped, or judged by `rule` (nullptr: by none).
     struct Route {
         bool skipped = false;
@@ -267,7 +359,7 @@ private:
     ClientIdentity identity_;
     CidrSet allow_;
     RateLimitHeaders headers_;
-    bool problemDetails_;
+    bool problemDetails_ = true;
     std::vector<std::string> skip_;
     std::vector<AnyLimiter> limiters_;
     std::vector<QuotaPolicy> policies_;

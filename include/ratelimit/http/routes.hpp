@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <fstream>
 #include <optional>
+#include <span>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -149,8 +150,26 @@ namespace http {
     return paths;
 }
 
+/// Which identity of a request a rule counts (`RouteRule::counts`, `counts=` in a rule file).
+/// Each identity has its own keys (`ip4:`, `ip6:`, `hop:` or `peer:` for an address, `user:` for
+/// a principal; see `ClientKey::key`), so an address and a principal spelled alike never share
+/// a count, even in one limiter.
+enum class Counts {
+    /// The client as `ClientIdentity::identify` keys it: the verified principal when there is
+    /// one, else the address. The default.
+    kClient,
+    /// The client's address (its IPv6 network, or its hop's or peer's text when not an
+    /// address), even when a principal is verified: a limit per address that logging in does
+    /// not lift.
+    kAddress,
+    /// The verified principal only. A request without one is not counted by the rule, and so
+    /// never refused by it (its set's other rules still count it).
+    kPrincipal,
+};
+
 /// One rule: requests whose method and path match are limited by `limit` under the policy
-/// `name`, per client (or per authenticated principal).
+/// `name`, per client (or per address, or per principal: `counts`). Rules of the same method,
+/// path prefix and tier form one set, and a request is checked against every rule of its set.
 struct RouteRule {
     /// An HTTP method (`GET`, `POST`, …, compared without case; `GET` also matches `HEAD`,
     /// which servers answer with the GET handler) or `*` for any.
@@ -162,7 +181,8 @@ struct RouteRule {
     Limit limit = Limit::perMinute(60);
     Algorithm algorithm = Algorithm::kTokenBucket;
     /// The policy name (response fields, limiter namespace): 1…64 of `A-Z a-z 0-9 _ - .`.
-    /// Rules with the same name and tier share one limiter (and must agree on its limit).
+    /// Rules with the same name and tier share one limiter (and must agree on its limit,
+    /// algorithm and mode), across routes too; within one set the names are distinct.
     std::string name = "default";
     /// Empty: any client. Otherwise only requests whose authenticated tier is this one; a
     /// tier's rule wins over the tierless rule of the same prefix.
@@ -171,20 +191,28 @@ struct RouteRule {
     std::int64_t cost = 1;
     /// Dry-run: the rule's limiter admits every request and reports what it would have
     /// refused (`LimiterOptions::dryRun`), so a new rule can be watched before it is enforced.
+    /// In a set it never refuses the request nor makes the others give back what they took.
     bool dryRun = false;
+    /// The identity the rule counts. Default `Counts::kClient`.
+    Counts counts = Counts::kClient;
 };
 
 /// Rules matched by method and path prefix: the longest matching prefix wins, then a rule of
-/// the request's tier over a tierless one, then an exact method over `*`; equal rules in file
-/// order.
+/// the request's tier over a tierless one, then an exact method over `*`. Rules with the same
+/// method, path prefix and tier form one set (`setOf`), matched as one: a request is checked
+/// against every rule of its set, all or nothing (`RouteLimiter::check`).
 ///
 /// Thread safety: thread-compatible; `match` is const and may be called concurrently.
 class RouteTable {
 public:
     RouteTable() = default;
 
-    /// Adds a rule (its prefix normalised). Throws: `std::invalid_argument` naming the field
-    /// (`RouteRule.name`, `.method`, `.pathPrefix`, `.tier`, `.cost`), prefixed by `where`.
+    /// Adds a rule (its method upper-cased, its prefix normalised), to the set of the rules
+    /// with its method, prefix and tier when there is one. Throws: `std::invalid_argument`
+    /// naming the field (`RouteRule.name`, `.method`, `.pathPrefix`, `.tier`, `.cost`, or the
+    /// `Limit`'s), prefixed by `where`; also when another rule of its name and tier has another
+    /// limit, algorithm or mode (they share one limiter), or when its set already has a rule of
+    /// its name.
     void add(RouteRule rule, std::string_view where = "RouteRule") {
         const auto fail = [where](const std::string& what) {
             detail::throwInvalidArgument(std::string(where).append(": ").append(what));
@@ -212,15 +240,35 @@ public:
         if (rule.cost < 0 || rule.cost > most) {
             fail(detail::formatted("RouteRule.cost must be in 0..{} (got {})", {most, rule.cost}));
         }
+        const std::size_t set = setFor(rule);
+        if (set < sets_.size()) {
+            for (const std::size_t member : sets_[set]) {
+                if (rules_[member].name == rule.name) {
+                    fail("RouteRule.name '" + rule.name + "' is already a rule of the set " +
+                         rule.method + " " + rule.pathPrefix +
+                         (rule.tier.empty() ? std::string() : " (tier " + rule.tier + ")") +
+                         "; the rules of a set need distinct names");
+                }
+            }
+        }
         if (conflictsWithOthers(rule)) {
             fail("rules named '" + rule.name + "'" +
                  (rule.tier.empty() ? std::string() : " (tier " + rule.tier + ")") +
                  " share one limiter, so they must have the same limit, algorithm and mode");
         }
+        // Reserved first, so that a throwing allocation leaves the table as it was.
+        rules_.reserve(rules_.size() + 1);
+        setOfRule_.reserve(setOfRule_.size() + 1);
+        if (set == sets_.size()) {
+            sets_.emplace_back();
+        }
+        sets_[set].push_back(rules_.size());
+        setOfRule_.push_back(set);
         rules_.push_back(std::move(rule));
     }
 
-    /// The rule for a request, or nullptr. `target` is the raw request target (normalised here);
+    /// The rule for a request (the first rule of its set), or nullptr. `target` is the raw
+    /// request target (normalised here);
     /// `tier` the authenticated tier (empty: none). This reads the target one way only;
     /// `RouteLimiter::check` also refuses a target that other readings take to another route.
     [[nodiscard]] const RouteRule* match(std::string_view method, std::string_view target,
@@ -251,6 +299,13 @@ public:
         return best;
     }
 
+    /// The set of `rule`: the indices in `rules()` of the rules with its method, path prefix and
+    /// tier (itself among them), in the order they were added.
+    /// Preconditions: `rule` is an element of `rules()`. Complexity: constant.
+    [[nodiscard]] std::span<const std::size_t> setOf(const RouteRule& rule) const noexcept {
+        return sets_[setOfRule_[static_cast<std::size_t>(&rule - rules_.data())]];
+    }
+
     [[nodiscard]] const std::vector<RouteRule>& rules() const noexcept { return rules_; }
     [[nodiscard]] bool empty() const noexcept { return rules_.empty(); }
 
@@ -258,10 +313,12 @@ public:
     ///
     ///     <METHOD|*> <path-prefix> <limit> [name=<policy>] [algorithm=<name>] [burst=<n>]
     ///                                      [tier=<tier>] [cost=<n>] [mode=enforce|dry-run]
+    ///                                      [counts=client|address|principal]
     ///
     /// `<limit>` in `Limit::parse` syntax without spaces (`5/min`, `1000/h`, `10/90s`); `#`
     /// starts a comment; blank lines are ignored. `name` defaults to the path prefix's first
-    /// segment (`/login` → `login`; `/` → `root`).
+    /// segment (`/login` → `login`; `/` → `root`). Lines with the same method, prefix and tier
+    /// form one set, whose rules need distinct names.
     /// Throws: `std::invalid_argument` with `source:line:` and what is wrong.
     [[nodiscard]] static RouteTable parse(std::string_view text,
                                           std::string_view source = "rules") {
@@ -311,6 +368,19 @@ private:
     /// Policy names and tiers: what every response field and key layout can carry as is.
     static bool isTokenChar(char c) noexcept {
         return detail::ascii::isAlnum(c) || c == '_' || c == '-' || c == '.';
+    }
+
+    /// The index in `sets_` of the set `rule` (method and prefix already normalised) belongs to;
+    /// `sets_.size()` when it starts a new one.
+    [[nodiscard]] std::size_t setFor(const RouteRule& rule) const noexcept {
+        for (std::size_t i = 0; i < sets_.size(); ++i) {
+            const RouteRule& first = rules_[sets_[i].front()];
+            if (first.method == rule.method && first.pathPrefix == rule.pathPrefix &&
+                first.tier == rule.tier) {
+                return i;
+            }
+        }
+        return sets_.size();
     }
 
     /// Whether another rule of the same name and tier (one limiter) has another limit, algorithm
@@ -403,10 +473,22 @@ private:
                 fail(std::string("unknown mode '").append(value).append("' (enforce, dry-run)"));
             }
             rule.dryRun = value == "dry-run";
+        } else if (key == "counts") {
+            if (value == "client") {
+                rule.counts = Counts::kClient;
+            } else if (value == "address") {
+                rule.counts = Counts::kAddress;
+            } else if (value == "principal") {
+                rule.counts = Counts::kPrincipal;
+            } else {
+                fail(std::string("unknown counts '")
+                         .append(value)
+                         .append("' (client, address, principal)"));
+            }
         } else {
             fail(std::string("unknown option '")
                      .append(key)
-                     .append("' (name, algorithm, burst, tier, cost, mode)"));
+                     .append("' (name, algorithm, burst, tier, cost, mode, counts)"));
         }
     }
 
@@ -441,6 +523,10 @@ private:
     }
 
     std::vector<RouteRule> rules_;
+    /// Each set's rules, as indices into `rules_`, in the order added.
+    std::vector<std::vector<std::size_t>> sets_;
+    /// The set of each rule of `rules_`, as an index into `sets_`.
+    std::vector<std::size_t> setOfRule_;
 };
 
 }  // namespace http
