@@ -28,6 +28,33 @@ KeyCheck(L&, std::string_view, std::int64_t) -> KeyCheck<L>;
 template <class L>
 KeyCheck(L&, std::string_view) -> KeyCheck<L>;
 
+namespace detail {
+
+/// The checks' one rule, for both forms of `tryAcquireAll`: a check takes its cost while no
+/// check before it refused, and only peeks after (`refusal` is the first refused check's
+/// index, `none` while there is none).
+template <class L>
+Decision takeInTurn(const KeyCheck<L>& check, std::size_t index, std::size_t& refusal,
+                    std::size_t none) {
+    Decision d = refusal == none ? check.limiter.tryAcquire(check.key, check.cost)
+                                 : check.limiter.peek(check.key, check.cost);
+    if (!d.allowed && refusal == none) {
+        refusal = index;
+    }
+    return d;
+}
+
+/// A check before the first refusal gives back what it took; one that took nothing known (a
+/// dry-run's admission of a refusal, a degraded decision) gives back nothing.
+template <class L>
+void giveBack(const KeyCheck<L>& check, Decision& taken) {
+    if (!taken.wouldRefuse && !taken.degraded) {
+        taken = check.limiter.refund(check.key, check.cost);
+    }
+}
+
+}  // namespace detail
+
 /// Checks each key in order and takes the cost from every one or from none: at the first
 /// refusal, the checks before it give back what they took (`refund`), and the checks after it
 /// take nothing (their decisions are peeks, so every figure can still be reported). Returns
@@ -43,27 +70,12 @@ template <class... L>
 std::array<Decision, sizeof...(L)> tryAcquireAll(const KeyCheck<L>&... checks) {
     constexpr std::size_t kChecks = sizeof...(L);
     std::array<Decision, kChecks> out{};
-    std::size_t refusal = kChecks;  // the first refused check, if any
+    std::size_t refusal = kChecks;
     std::size_t i = 0;
-    const auto take = [&](const auto& check) {
-        out[i] = refusal == kChecks ? check.limiter.tryAcquire(check.key, check.cost)
-                                    : check.limiter.peek(check.key, check.cost);
-        if (!out[i].allowed && refusal == kChecks) {
-            refusal = i;
-        }
-        ++i;
-    };
-    (take(checks), ...);
+    ((out[i] = detail::takeInTurn(checks, i, refusal, kChecks), ++i), ...);
     if (refusal < kChecks) {
         i = 0;
-        const auto giveBack = [&](const auto& check) {
-            const Decision& taken = out[i];
-            if (i < refusal && !taken.wouldRefuse && !taken.degraded) {
-                out[i] = check.limiter.refund(check.key, check.cost);
-            }
-            ++i;
-        };
-        (giveBack(checks), ...);
+        ((i < refusal ? detail::giveBack(checks, out[i]) : void(), ++i), ...);
     }
     return out;
 }
@@ -76,20 +88,12 @@ std::array<Decision, sizeof...(L)> tryAcquireAll(const KeyCheck<L>&... checks) {
 template <class L>
 void tryAcquireAll(std::span<const KeyCheck<L>> checks, std::span<Decision> out) {
     const std::size_t count = checks.size();
-    std::size_t refusal = count;  // the first refused check, if any
+    std::size_t refusal = count;
     for (std::size_t i = 0; i < count; ++i) {
-        const KeyCheck<L>& check = checks[i];
-        out[i] = refusal == count ? check.limiter.tryAcquire(check.key, check.cost)
-                                  : check.limiter.peek(check.key, check.cost);
-        if (!out[i].allowed && refusal == count) {
-            refusal = i;
-        }
+        out[i] = detail::takeInTurn(checks[i], i, refusal, count);
     }
     for (std::size_t i = 0; i < refusal && refusal < count; ++i) {
-        const KeyCheck<L>& check = checks[i];
-        if (!out[i].wouldRefuse && !out[i].degraded) {
-            out[i] = check.limiter.refund(check.key, check.cost);
-        }
+        detail::giveBack(checks[i], out[i]);
     }
 }
 
