@@ -56,9 +56,16 @@ public:
 
     /// The epoch in force, once its `since` is known (a change reads one clock in between).
     [[nodiscard]] const Epoch& current() const noexcept {
+        Tick since = 0;
+        return current(since);
+    }
+
+    /// `current()`, with its first tick in `since` (one load of it on a step's path).
+    [[nodiscard]] const Epoch& current(Tick& since) const noexcept {
         const Epoch* const e = current_.load(std::memory_order_seq_cst);
-        if (e->since.load(std::memory_order_acquire) == kPending) [[unlikely]] {
-            awaitSince(*e);
+        since = e->since.load(std::memory_order_acquire);
+        if (since == kPending) [[unlikely]] {
+            since = awaitSince(*e);
         }
         return *e;
     }
@@ -93,15 +100,22 @@ public:
         const Tick now = readNow();
         next->since.store(satAdd(now > previousSince ? now : previousSince, 1),
                           std::memory_order_release);
+        next->since.notify_all();
     }
 
 private:
     static constexpr Tick kPending = kInt64Max;
 
-    RATELIMIT_COLD static void awaitSince(const Epoch& e) noexcept {
+    /// Waits out a change's clock read: a spin, then a sleep (the changing thread may have
+    /// been preempted).
+    RATELIMIT_COLD static Tick awaitSince(const Epoch& e) noexcept {
         const auto known = [&] { return e.since.load(std::memory_order_acquire) != kPending; };
-        while (!spinUntil(known)) {
+        if (!spinUntil(known)) {
+            while (!known()) {
+                e.since.wait(kPending, std::memory_order_acquire);
+            }
         }
+        return e.since.load(std::memory_order_acquire);
     }
 
     SlotLock lock_;

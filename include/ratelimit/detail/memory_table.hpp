@@ -417,8 +417,11 @@ public:
                   EachOf<M>* each = nullptr) {
         const Lookup k = lookupKey(key);
         // The epoch before the clock (see `LimitEpochs`).
-        const Epoch& epoch = epochs_.current();
-        const Request r{now, atLeast(now(), epoch), cost, mode, Action::kStep, each, &epoch};
+        Tick since = 0;
+        const Epoch& epoch = epochs_.current(since);
+        const Tick read = now();
+        const Request r{now,  read < since ? since : read, cost, mode, Action::kStep, each, &epoch,
+                        since};
         Group* const segment = segmentOf(k);
         if constexpr (kPairs) {
             if (swaps_) {
@@ -432,7 +435,8 @@ public:
         // A spilled key shares its entry, so resetting it would reset others: it is left alone.
         const auto never = [] { return Tick{0}; };
         const Lookup k = lookupKey(key);
-        const Request r{TickSource(never), 0, 0, StepMode::kPeek, Action::kReset, nullptr, nullptr};
+        const Request r{TickSource(never), 0,       0,       StepMode::kPeek,
+                        Action::kReset,    nullptr, nullptr, 0};
         Decision unused;
         bool moved = true;
         while (moved) {
@@ -632,6 +636,7 @@ private:
         Action action = Action::kStep;
         EachOf<M>* each = nullptr;     ///< a limit set's members' decisions, when asked for
         const Epoch* epoch = nullptr;  ///< the limit it is stepped under (not for a reset)
+        Tick since = 0;                ///< `epoch`'s first tick
 
         /// Whether the request may write the key's state: a consuming step or a refund, of a
         /// cost above 0.
@@ -649,7 +654,7 @@ private:
     /// Steps a key's `state`, under its lock. One return of one `Decision` on every path (a
     /// reset answers in `runCold`), so the compiler builds it in its caller's place instead of
     /// copying it.
-    Decision run(typename M::State& state, const Request& r) {
+    RATELIMIT_INLINE Decision run(typename M::State& state, const Request& r) {
         const Epoch& epoch = *r.epoch;
         const QuotaOf<M>& quota = epoch.value;
         Tick now = r.now;
@@ -661,14 +666,15 @@ private:
             // further back than a late call's) the clock is read again, and the model rebases
             // on a real step.
             const bool stale = r.clock.steady() && satSub(last, now) <= quota.lateTolerance;
-            now = stale ? last : atLeast(r.clock(), epoch);
+            const Tick read = stale ? last : r.clock();
+            now = read < r.since ? r.since : read;
         }
         // A refund gives back out of line, then is answered as a zero cost: one decision,
         // built in the caller's place.
         if constexpr (std::is_trivially_copyable_v<typename M::State>) {
             // One copy of the model's step in the inlined path, for peeks and writes alike.
             typename M::State next = state;
-            if (madeBefore(next, epoch)) [[unlikely]] {
+            if (M::lastWrite(next) < r.since) [[unlikely]] {
                 // By value, as below.
                 next = carriedCold(next, epoch, now);
             }
@@ -680,16 +686,18 @@ private:
             // Not const: GCC 12 builds a const local apart and copies it out.
             Decision d = applyStep<M>(next, quota, now, r.stepCost(), r.each);
             if (r.writes()) {
-                if (!epochs_.isCurrent(epoch)) [[unlikely]] {
-                    return rerunCold(state, r);
+                // One return of `d` on every path, as above.
+                if (epochs_.isCurrent(epoch)) [[likely]] {
+                    state = next;
+                } else {
+                    d = rerunCold(state, r);
                 }
-                state = next;
             }
             return d;
         } else {  // the sliding log's runs: a peek copies them, a write steps them in place
             if (!r.writes()) {
                 typename M::State copy = state;
-                if (madeBefore(copy, epoch)) {
+                if (M::lastWrite(copy) < r.since) {
                     copy = carriedCold(copy, epoch, now);
                 }
                 return applyStep<M>(copy, quota, now, r.cost, r.each);
@@ -697,7 +705,7 @@ private:
             if (!epochs_.isCurrent(epoch)) [[unlikely]] {
                 return rerunCold(state, r);
             }
-            if (madeBefore(state, epoch)) {
+            if (M::lastWrite(state) < r.since) {
                 state = carriedCold(state, epoch, now);
             }
             if (r.mode == StepMode::kRefund) [[unlikely]] {
@@ -705,18 +713,6 @@ private:
             }
             return applyStep<M>(state, quota, now, r.stepCost(), r.each);
         }
-    }
-
-    /// A time no earlier than the epoch's first tick: a step of an epoch never writes a time
-    /// that reads as an earlier epoch's (`LimitEpochs`).
-    static Tick atLeast(Tick now, const Epoch& epoch) noexcept {
-        const Tick since = epoch.since.load(std::memory_order_relaxed);
-        return now < since ? since : now;
-    }
-
-    /// Whether `state` was last written under an epoch before `epoch`.
-    static bool madeBefore(const typename M::State& state, const Epoch& epoch) noexcept {
-        return M::lastWrite(state) < epoch.since.load(std::memory_order_relaxed);
     }
 
     /// `state`, made under an earlier epoch, carried over to `epoch` at `now`.
@@ -730,8 +726,8 @@ private:
     /// time no earlier than its start.
     RATELIMIT_COLD Decision rerunCold(typename M::State& state, const Request& r) {
         Request again = r;
-        again.epoch = &epochs_.current();
-        again.now = atLeast(r.now, *again.epoch);
+        again.epoch = &epochs_.current(again.since);
+        again.now = r.now < again.since ? again.since : r.now;
         return run(state, again);
     }
 
