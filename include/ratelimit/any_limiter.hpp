@@ -82,7 +82,7 @@ public:
     /// `Limiter::setLimit(limit)`.
     void setLimit(const Limit& limit) { table_->setLimit(object_.get(), limit); }
 
-    [[nodiscard]] Limit limit() const noexcept { return table_->limit(object_.get()); }
+    [[nodiscard]] Limit limit() const { return table_->limit(object_.get()); }
     [[nodiscard]] const LimiterOptions& options() const noexcept {
         return table_->options(object_.get());
     }
@@ -99,7 +99,7 @@ private:
         Decision (*refund)(void*, std::string_view, std::int64_t);
         void (*reset)(void*, std::string_view);
         void (*setLimit)(void*, const Limit&);
-        Limit (*limit)(const void*) noexcept;
+        Limit (*limit)(const void*);
         const LimiterOptions& (*options)(const void*) noexcept;
         std::uint64_t (*dryRunRefusals)(const void*) noexcept;
     };
@@ -117,7 +117,7 @@ private:
         },
         [](void* o, std::string_view key) { static_cast<L*>(o)->reset(key); },
         [](void* o, const Limit& limit) { static_cast<L*>(o)->setLimit(limit); },
-        [](const void* o) noexcept { return static_cast<const L*>(o)->limit(); },
+        [](const void* o) { return static_cast<const L*>(o)->limit(); },
         [](const void* o) noexcept -> const LimiterOptions& {
             return static_cast<const L*>(o)->options();
         },

@@ -192,9 +192,7 @@ public:
     }
 
     /// The limit in force (`setLimit` may replace it at any time).
-    [[nodiscard]] LimitType limit() const noexcept {
-        return detail::limitOf<Model>(table_.quota());
-    }
+    [[nodiscard]] LimitType limit() const { return detail::limitOf<Model>(table_.quota()); }
     [[nodiscard]] const Options& options() const noexcept { return options_; }
     [[nodiscard]] const Clock& clock() const noexcept { return clock_; }
     [[nodiscard]] const Storage& storage() const noexcept { return storage_; }

@@ -97,14 +97,14 @@ using LimitOf = typename detail::LimitSelect<M>::Type;
 namespace detail {
 
 /// The limit `q` was compiled from.
-inline Limit limitOfQuota(const Quota& q) noexcept {
+inline Limit limitOfQuota(const Quota& q) {
     return Limit::per(q.count, std::chrono::nanoseconds{q.period * q.nanosPerTick})
         .withBurst(q.burst);
 }
 
 /// The limit (a limit set's: one per member) `q` was compiled from.
 template <class M>
-LimitOf<M> limitOf(const QuotaOf<M>& q) noexcept {
+LimitOf<M> limitOf(const QuotaOf<M>& q) {
     if constexpr (std::is_same_v<LimitOf<M>, Limit>) {
         return limitOfQuota(q);
     } else {

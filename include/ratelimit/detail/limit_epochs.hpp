@@ -88,6 +88,7 @@ public:
     /// Makes `value` the epoch in force from the tick after `readNow()` returns.
     template <class ReadNow>
     void replace(Value value, ReadNow readNow) RATELIMIT_EXCLUDES(lock_) {
+        // NOLINTNEXTLINE(cppcoreguidelines-owning-memory): the chain owns it, from below
         auto* const next = new Epoch{std::move(value)};
         next->since.store(kPending, std::memory_order_relaxed);
         const SlotGuard guard(lock_);

@@ -655,20 +655,7 @@ private:
     /// reset answers in `runCold`), so the compiler builds it in its caller's place instead of
     /// copying it.
     RATELIMIT_INLINE Decision run(typename M::State& state, const Request& r) {
-        const Epoch& epoch = *r.epoch;
-        const QuotaOf<M>& quota = epoch.value;
-        Tick now = r.now;
-        if (const Tick last = M::lastWrite(state); now < last) {
-            // Another call wrote a later time since this one read the clock. Steps take
-            // effect in the order of their times: a steady clock read that later time while
-            // this call was under way, so this call steps at it, with no clock read under the
-            // lock. Otherwise (another clock, which may really have stepped back, or a time
-            // further back than a late call's) the clock is read again, and the model rebases
-            // on a real step.
-            const bool stale = r.clock.steady() && satSub(last, now) <= quota.lateTolerance;
-            const Tick read = stale ? last : r.clock();
-            now = read < r.since ? r.since : read;
-        }
+        const Tick now = answeredAt(state, r);
         // A refund gives back out of line, then is answered as a zero cost: one decision,
         // built in the caller's place.
         if constexpr (std::is_trivially_copyable_v<typename M::State>) {
@@ -676,7 +663,7 @@ private:
             typename M::State next = state;
             if (M::lastWrite(next) < r.since) [[unlikely]] {
                 // By value, as below.
-                next = carriedCold(next, epoch, now);
+                next = carriedCold(next, *r.epoch, now);
             }
             if (r.mode == StepMode::kRefund) [[unlikely]] {
                 // By value: a state whose address escaped would live on the stack, and its
@@ -684,35 +671,59 @@ private:
                 next = refundedCold(next, r, now);
             }
             // Not const: GCC 12 builds a const local apart and copies it out.
-            Decision d = applyStep<M>(next, quota, now, r.stepCost(), r.each);
+            Decision d = applyStep<M>(next, r.epoch->value, now, r.stepCost(), r.each);
             if (r.writes()) {
                 // One return of `d` on every path, as above.
-                if (epochs_.isCurrent(epoch)) [[likely]] {
+                if (epochs_.isCurrent(*r.epoch)) [[likely]] {
                     state = next;
                 } else {
                     d = rerunCold(state, r);
                 }
             }
             return d;
-        } else {  // the sliding log's runs: a peek copies them, a write steps them in place
-            if (!r.writes()) {
-                typename M::State copy = state;
-                if (M::lastWrite(copy) < r.since) {
-                    copy = carriedCold(copy, epoch, now);
-                }
-                return applyStep<M>(copy, quota, now, r.cost, r.each);
-            }
-            if (!epochs_.isCurrent(epoch)) [[unlikely]] {
-                return rerunCold(state, r);
-            }
-            if (M::lastWrite(state) < r.since) {
-                state = carriedCold(state, epoch, now);
-            }
-            if (r.mode == StepMode::kRefund) [[unlikely]] {
-                state = refundedCold(std::move(state), r, now);
-            }
-            return applyStep<M>(state, quota, now, r.stepCost(), r.each);
+        } else {
+            return runInPlace(state, r, now);
         }
+    }
+
+    /// The time a step is answered at: the call's, unless another call wrote a later time
+    /// since this one read the clock. Steps take effect in the order of their times: a steady
+    /// clock read that later time while this call was under way, so this call steps at it,
+    /// with no clock read under the lock. Otherwise (another clock, which may really have
+    /// stepped back, or a time further back than a late call's) the clock is read again, and
+    /// the model rebases on a real step. Never before the limit's epoch.
+    [[nodiscard]] RATELIMIT_INLINE Tick answeredAt(const typename M::State& state,
+                                                   const Request& r) const {
+        Tick now = r.now;
+        if (const Tick last = M::lastWrite(state); now < last) {
+            const bool stale =
+                r.clock.steady() && satSub(last, now) <= r.epoch->value.lateTolerance;
+            const Tick read = stale ? last : r.clock();
+            now = read < r.since ? r.since : read;
+        }
+        return now;
+    }
+
+    /// `run` for the sliding log's runs: a peek copies them, a write steps them in place.
+    Decision runInPlace(typename M::State& state, const Request& r, Tick now) {
+        const Epoch& epoch = *r.epoch;
+        if (!r.writes()) {
+            typename M::State copy = state;
+            if (M::lastWrite(copy) < r.since) {
+                copy = carriedCold(copy, epoch, now);
+            }
+            return applyStep<M>(copy, epoch.value, now, r.cost, r.each);
+        }
+        if (!epochs_.isCurrent(epoch)) [[unlikely]] {
+            return rerunCold(state, r);
+        }
+        if (M::lastWrite(state) < r.since) {
+            state = carriedCold(state, epoch, now);
+        }
+        if (r.mode == StepMode::kRefund) [[unlikely]] {
+            state = refundedCold(std::move(state), r, now);
+        }
+        return applyStep<M>(state, epoch.value, now, r.stepCost(), r.each);
     }
 
     /// `state`, made under an earlier epoch, carried over to `epoch` at `now`.

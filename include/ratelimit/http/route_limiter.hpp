@@ -287,7 +287,13 @@ private:
         }
         const ResponseContext context{{}, v.client.key};
         v.headers = headers_(reported, context);
+        judge(v, reported, first, counted);
+    }
 
+    /// The verdict of the reported decisions (`first` of them the aggregate's): the rules that
+    /// would have refused, the binding rule, and a refusal's status and body.
+    void judge(Verdict& v, const std::vector<PolicyDecision>& reported, std::size_t first,
+               const std::vector<Counted>& counted) const {
         std::vector<std::string_view> violated;
         const PolicyDecision* binding = nullptr;
         for (const PolicyDecision& c : reported) {
@@ -306,7 +312,7 @@ private:
         if (binding != nullptr && binding - reported.data() >= static_cast<std::ptrdiff_t>(first)) {
             v.binding = counted[static_cast<std::size_t>(binding - reported.data()) - first].rule;
         }
-        if (violated.empty()) {
+        if (violated.empty() || binding == nullptr) {
             return;
         }
         // A refusal binds over every admission, so `binding` is the longest-waiting refusal.
