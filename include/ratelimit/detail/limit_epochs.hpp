@@ -4,6 +4,7 @@
 // step, and the earlier ones, which a key's state may still have been made under.
 
 #include <atomic>
+#include <sched.h>
 #include <utility>
 
 #include <ratelimit/detail/checked_math.hpp>
@@ -101,19 +102,19 @@ public:
         const Tick now = readNow();
         next->since.store(satAdd(now > previousSince ? now : previousSince, 1),
                           std::memory_order_release);
-        next->since.notify_all();
     }
 
 private:
     static constexpr Tick kPending = kInt64Max;
 
-    /// Waits out a change's clock read: a spin, then a sleep (the changing thread may have
-    /// been preempted).
+    /// Waits out a change's clock read: a spin, then yields (the changing thread may have been
+    /// preempted). No `std::atomic::wait`: a change is rare, and its templates would cost every
+    /// file that steps a limiter its compile time.
     RATELIMIT_COLD static Tick awaitSince(const Epoch& e) noexcept {
         const auto known = [&] { return e.since.load(std::memory_order_acquire) != kPending; };
         if (!spinUntil(known)) {
             while (!known()) {
-                e.since.wait(kPending, std::memory_order_acquire);
+                ::sched_yield();
             }
         }
         return e.since.load(std::memory_order_acquire);

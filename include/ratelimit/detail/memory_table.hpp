@@ -484,6 +484,7 @@ public:
         // The epoch starts after every write so far, even one at a time the clock has since
         // stepped back from (a clock that is not steady, or a time a caller gave).
         const Tick latest = latestWrite();
+        carry_.store(&convertedState<M, QuotaOf<M>>, std::memory_order_release);
         epochs_.replace(quota, [&] {
             const Tick now = readNow();
             return now > latest ? now : latest;
@@ -727,10 +728,10 @@ private:
     }
 
     /// `state`, made under an earlier epoch, carried over to `epoch` at `now`.
-    RATELIMIT_COLD static typename M::State carriedCold(typename M::State state, const Epoch& epoch,
-                                                        Tick now) {
+    RATELIMIT_COLD typename M::State carriedCold(typename M::State state, const Epoch& epoch,
+                                                 Tick now) {
         const Epoch& from = LimitEpochs<QuotaOf<M>>::at(epoch, M::lastWrite(state));
-        return convertedState<M>(state, from.value, epoch.value, now);
+        return carry_.load(std::memory_order_acquire)(state, from.value, epoch.value, now);
     }
 
     /// A step whose epoch was replaced before it wrote: stepped again under the new one, at a
@@ -739,7 +740,7 @@ private:
         Request again = r;
         again.epoch = &epochs_.current(again.since);
         again.now = r.now < again.since ? again.since : r.now;
-        return run(state, again);
+        return runPlainCold(state, again);
     }
 
     /// `state` after a refund gives back (`Limiter::refund`, which only refundable models
@@ -1506,6 +1507,11 @@ private:
 
     Ref<MemoryKeyspace> keyspace_;
     LimitEpochs<QuotaOf<M>> epochs_;
+    /// `convertedState<M>`, set by the first change: through a pointer, so a file that never
+    /// changes a limit never compiles the conversion (no state is older than the first epoch).
+    std::atomic<typename M::State (*)(const typename M::State&, const QuotaOf<M>&,
+                                      const QuotaOf<M>&, Tick)>
+        carry_{nullptr};
     Tick reclaimLag_;  ///< how far before a caller's time an entry must already be fresh
     TableShape shape_;
     /// Entry e names the groups of the segment that holds the keys placed at e (`placeKey`);
