@@ -39,11 +39,12 @@ concept StoragePolicy = AlgorithmModel<M> && std::copy_constructible<S> &&
     { S::kSharedAcrossHosts } -> std::convertible_to<bool>;
     { storage.template table<M>(options, quota) } -> std::copy_constructible;
     requires requires(decltype(storage.template table<M>(options, quota)) table,
-                      std::string_view key, detail::TickSource now, std::int64_t cost) {
+                      std::string_view key, detail::TickSource now, std::int64_t cost,
+                      Tick(*readNow)()) {
         { table.step(key, now, cost, StepMode::kConsume) } -> std::same_as<Decision>;
         table.reset(key);
         { table.quota() } -> std::convertible_to<const QuotaOf<M>&>;
-        table.setQuota(quota, [] { return Tick{0}; });
+        table.setQuota(quota, readNow);
     };
 };
 
