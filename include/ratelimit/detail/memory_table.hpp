@@ -655,6 +655,7 @@ private:
     /// Steps a key's `state`, under its lock. One return of one `Decision` on every path (a
     /// reset answers in `runCold`), so the compiler builds it in its caller's place instead of
     /// copying it.
+    // NOLINTNEXTLINE(misc-no-recursion): again only when a limit changed during the step
     RATELIMIT_INLINE Decision run(typename M::State& state, const Request& r) {
         const Tick now = answeredAt(state, r);
         // A refund gives back out of line, then is answered as a zero cost: one decision,
@@ -706,6 +707,7 @@ private:
     }
 
     /// `run` for the sliding log's runs: a peek copies them, a write steps them in place.
+    // NOLINTNEXTLINE(misc-no-recursion): again only when a limit changed during the step
     Decision runInPlace(typename M::State& state, const Request& r, Tick now) {
         const Epoch& epoch = *r.epoch;
         if (!r.writes()) {
@@ -736,6 +738,7 @@ private:
 
     /// A step whose epoch was replaced before it wrote: stepped again under the new one, at a
     /// time no earlier than its start.
+    // NOLINTNEXTLINE(misc-no-recursion): again only when a limit changed during the step
     RATELIMIT_COLD Decision rerunCold(typename M::State& state, const Request& r) {
         Request again = r;
         again.epoch = &epochs_.current(again.since);
@@ -885,6 +888,7 @@ private:
 
     /// `run` out of line on a state of the model's own type: a spill entry's, or a bucket's
     /// fresh state before it is published in its slot's words.
+    // NOLINTNEXTLINE(misc-no-recursion): again only when a limit changed during the step
     RATELIMIT_COLD Decision runPlainCold(typename M::State& state, const Request& r) {
         return run(state, r);
     }

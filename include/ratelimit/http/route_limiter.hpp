@@ -278,7 +278,7 @@ private:
 
         // Reported in the set's order, the aggregate first (docs/semantics.md, "Several keys").
         std::vector<PolicyDecision> reported(checks.size());
-        if (first == 1) {
+        if (first == 1 && !reported.empty()) {  // (never empty then: g++ -O3 cannot tell)
             reported[0] = {&aggregatePolicy_, decisions[0]};
         }
         for (std::size_t c = first; c < checks.size(); ++c) {
