@@ -4,12 +4,14 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include <ratelimit/algorithms/fixed_window.hpp>
 #include <ratelimit/algorithms/leaky_bucket.hpp>
 #include <ratelimit/algorithms/limit_set.hpp>
 #include <ratelimit/algorithms/model.hpp>
+#include <ratelimit/algorithms/penalty.hpp>
 #include <ratelimit/algorithms/sliding_counter.hpp>
 #include <ratelimit/algorithms/sliding_log.hpp>
 #include <ratelimit/algorithms/token_bucket.hpp>
@@ -157,6 +159,16 @@ public:
         return stepNow(key, cost, StepMode::kRefund, &each);
     }
 
+    /// A penalized limiter's (`PenalizedModel`) strikes: gives `key` `strikes` strikes toward
+    /// its penalty now, as many refusals would (after a failed login, say); the strike that
+    /// completes the count blocks the key for the penalty's duration. A blocked key's block
+    /// stays as it is. Returns the key's decision after it (a zero cost's: refused while
+    /// blocked). Throws: as `tryAcquire`.
+    Decision penalize(std::string_view key,
+                      std::int64_t strikes = 1) requires detail::kIsPenalized<Model> {
+        return stepNow(key, strikes, StepMode::kPenalize);
+    }
+
     /// Forgets everything about `key`: its next request meets a fresh limit.
     void reset(std::string_view key) { table_.reset(key); }
 
@@ -238,22 +250,27 @@ private:
                 "LimiterOptions.lateCallTolerance must be in 0..1h (got {}ns)",
                 {options.lateCallTolerance.count()});
         }
-        if (detail::kIsLimitSet<Model> && options.spreadWindowResets) {
+        if (!kPlainLimit && options.spreadWindowResets) {
             detail::throwInvalidArgument(
-                "LimiterOptions.spreadWindowResets is not offered for a limit set: its members' "
-                "periods differ, and so would their phases");
+                "LimiterOptions.spreadWindowResets is offered for a single limit alone (a limit "
+                "set's members' periods differ, and so would their phases; a penalty's spans "
+                "are not windows)");
         }
         QuotaOf<Model> quota =
             QuotaOf<Model>::template make<Model>(limit, kNanosPerTick, options.maxRunsPerKey,
                                                  options.lateCallTolerance.count() / kNanosPerTick);
-        if constexpr (!detail::kIsLimitSet<Model>) {
+        if constexpr (kPlainLimit) {
             quota.keyTimeSpread = phased(options) ? phaseTicks(limit.period.count() - 1) : 0;
         }
         return quota;
     }
 
+    /// Whether the limiter enforces one `Limit` (not a limit set, nor a penalty around one):
+    /// only its windows may be shifted per key.
+    static constexpr bool kPlainLimit = std::is_same_v<LimitType, Limit>;
+
     static std::uint64_t phasePeriodNs(const LimitType& limit) noexcept {
-        if constexpr (detail::kIsLimitSet<Model>) {
+        if constexpr (!kPlainLimit) {
             return 1;
         } else {
             return static_cast<std::uint64_t>(limit.period.count() > 0 ? limit.period.count() : 1);
@@ -325,7 +342,7 @@ private:
     /// restart agrees on it. A whole number of microseconds whatever the tick, so memory and
     /// Redis (whole microseconds) shift a key's windows by exactly the same time.
     [[nodiscard]] Tick phaseOf(std::string_view key) const noexcept {
-        if constexpr (detail::kIsLimitSet<Model>) {
+        if constexpr (!kPlainLimit) {
             return 0;
         } else {
             return phased(options_) ? phaseOfKey(key) : 0;

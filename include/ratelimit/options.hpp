@@ -8,9 +8,10 @@
 namespace ratelimit {
 inline namespace v1 {
 
-/// Whether a step spends the cost it admits (`tryAcquire`), only reports (`peek`), or gives
-/// back what an admitted call spent (`refund`).
-enum class StepMode : std::uint8_t { kPeek, kConsume, kRefund };
+/// Whether a step spends the cost it admits (`tryAcquire`), only reports (`peek`), gives back
+/// what an admitted call spent (`refund`), or gives the cost as strikes toward a penalty
+/// (`penalize`). The Redis script reads the same numbers (`ARGV[3]`).
+enum class StepMode : std::uint8_t { kPeek, kConsume, kRefund, kPenalize };
 
 /// What a limiter answers when its store fails (a shared store such as Redis; the memory
 /// storage never fails). Every answer it makes is marked `Decision::degraded`.

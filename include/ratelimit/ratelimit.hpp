@@ -8,6 +8,7 @@
 #include <ratelimit/algorithms/leaky_bucket.hpp>
 #include <ratelimit/algorithms/limit_set.hpp>
 #include <ratelimit/algorithms/model.hpp>
+#include <ratelimit/algorithms/penalty.hpp>
 #include <ratelimit/algorithms/sliding_counter.hpp>
 #include <ratelimit/algorithms/sliding_log.hpp>
 #include <ratelimit/algorithms/token_bucket.hpp>

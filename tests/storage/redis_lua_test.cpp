@@ -175,9 +175,10 @@ std::vector<std::string> evalArgs(const std::string& script, std::string_view ke
                                   std::int64_t phase, const Quota& q) {
     std::string request;
     const std::array<std::string, 1> keys{std::string(key)};
-    ratelimit::detail::appendScriptRequest(request, "EVAL", script, keys,
-                                           {now, cost, consume, phase},
-                                           ratelimit::detail::quotaArguments<TokenBucketModel>(q));
+    ratelimit::detail::appendScriptRequest(
+        request, "EVAL", script, keys,
+        {now, cost, consume ? ratelimit::StepMode::kConsume : ratelimit::StepMode::kPeek, phase},
+        ratelimit::detail::quotaArguments<TokenBucketModel>(q));
     return rt::argvOf(request);
 }
 

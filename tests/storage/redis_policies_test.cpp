@@ -60,10 +60,19 @@ Limit randomMemberLimit(Rng& rng) {
 
 }  // namespace
 
-/// Random limits for `Model`: a set's, one per member.
+/// A random penalty for a limit of `period`: 1 … 4 strikes within ½ … 2 periods, a block of
+/// ½ … 2 periods.
+ratelimit::Penalty randomPenalty(Rng& rng, std::chrono::nanoseconds period) {
+    return {uniform(rng, 1, 4), period / 2 * uniform(rng, 1, 4), period / 2 * uniform(rng, 1, 4)};
+}
+
+/// Random limits for `Model`: a set's, one per member; a penalized model's, with a penalty.
 template <class Model>
 ratelimit::LimitOf<Model> randomLimits(Rng& rng) {
-    if constexpr (ratelimit::detail::kIsLimitSet<Model>) {
+    if constexpr (ratelimit::detail::kIsPenalized<Model>) {
+        const Limit limit = randomMemberLimit<typename Model::Inner>(rng);
+        return {limit, randomPenalty(rng, limit.period)};
+    } else if constexpr (ratelimit::detail::kIsLimitSet<Model>) {
         return [&]<std::size_t... I>(std::index_sequence<I...>) {
             return typename Model::Limits{
                 randomMemberLimit<typename Model::template Member<I>>(rng)...};
@@ -75,7 +84,8 @@ ratelimit::LimitOf<Model> randomLimits(Rng& rng) {
 }
 
 /// Replays one random walk of calls on `memory` and `redis` (same limits, same clock): takes,
-/// peeks and refunds, the clock moving back and forth, and with `changes`, the limit replaced
+/// peeks and refunds (a penalized model's strikes in place of half the refunds), the clock
+/// moving back and forth, and with `changes`, the limit replaced
 /// now and then (`setLimit`); every decision must agree, a set's member by member. After a
 /// change the clock stays after every call before it: memory answers a call from before a
 /// change at the change, Redis at its own time (docs/semantics.md, "Changing a limit").
@@ -92,6 +102,8 @@ void replayRandomWalk(Rng& rng, ratelimit::LimitOf<Model> limits, ManualClock& c
             const Limit& paced =
                 limits[static_cast<std::size_t>(uniform(rng, 0, Model::kSize - 1))];
             return std::pair{paced.period, paced.count};
+        } else if constexpr (ratelimit::detail::kIsPenalized<Model>) {
+            return std::pair{limits.limit.period, limits.limit.count};
         } else {
             return std::pair{limits.period, limits.count};
         }
@@ -121,6 +133,11 @@ void replayRandomWalk(Rng& rng, ratelimit::LimitOf<Model> limits, ManualClock& c
         const auto call = [&](auto& limiter, auto&... each) {
             if (kind == 0) {
                 return limiter.peek("key", cost, each...);
+            }
+            if constexpr (ratelimit::detail::kIsPenalized<Model>) {
+                if (kind == 1) {
+                    return limiter.penalize("key", cost);
+                }
             }
             return kind <= 2 ? limiter.refund("key", cost, each...)
                              : limiter.tryAcquire("key", cost, each...);
@@ -222,6 +239,55 @@ TEMPLATE_TEST_CASE("RedisStorage: a limit changed under way carries every key ov
         replayRandomWalk<TestType>(rng, limit, clock, memory, redis, true);
     }
     CHECK(storage.stats().failures == 0);
+}
+
+TEMPLATE_TEST_CASE("RedisStorage: a penalty strikes, blocks and expires as in memory",
+                   "[redis_storage][redis][penalty][limit_change]",
+                   ratelimit::PenalizedModel<FixedWindowModel>,
+                   ratelimit::PenalizedModel<SlidingCounterModel>,
+                   ratelimit::PenalizedModel<TokenBucketModel>,
+                   ratelimit::PenalizedModel<LeakyBucketModel>) {
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    const RedisStorage storage(storageOptions(*server, "rl-penalty-parity"));
+    Rng rng(testSeed() + 31);
+    for (int round = 0; round < 12; ++round) {
+        INFO("round " << round);
+        const auto limits = randomLimits<TestType>(rng);
+        const LimiterOptions options = walkOptions("penalty" + std::to_string(round));
+        ManualClock clock;
+        MemoryLimiter<TestType> memory(limits, MemoryStorage{}, clock, options);
+        RedisLimiter<TestType> redis(limits, storage, clock, options);
+        replayRandomWalk<TestType>(rng, limits, clock, memory, redis, round % 2 == 1);
+    }
+    CHECK(storage.stats().failures == 0);
+}
+
+TEST_CASE("RedisStorage: a blocked key outlives its block in Redis, not the model's reset",
+          "[redis_storage][redis][penalty]") {
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    using Model = ratelimit::PenalizedModel<FixedWindowModel>;
+    const RedisStorage storage(storageOptions(*server, "rl-penalty-ttl"));
+    const LimiterOptions options = limiterOptions("ttl");
+    ratelimit::Limiter<Model, RedisStorage> limiter(
+        {Limit::perSecond(1), ratelimit::Penalty{1, 1s, 10min}}, storage, {}, options);
+    const Decision first = limiter.tryAcquire("k");
+    REQUIRE(first.allowed);
+    const Decision struck = limiter.tryAcquire("k");
+    REQUIRE(!struck.allowed);
+    CHECK(struck.retryAfter == 10min);
+    const auto raw = connectTo(*server);
+    const std::int64_t ttl = integerReply(
+        command(raw.get(), {"PTTL", redisKeyOf<Model>("rl-penalty-ttl", options.name, "k")}));
+    // The window alone keeps the key about a second; the block, ten minutes.
+    CHECK(ttl > std::chrono::milliseconds{9min}.count());
+    CHECK(ttl <= std::chrono::milliseconds{10min + 2s}.count());
+    CHECK(!limiter.tryAcquire("k").allowed);
 }
 
 TEMPLATE_LIST_TEST_CASE("RedisStorage: a limit set's change carries each member over as in memory",

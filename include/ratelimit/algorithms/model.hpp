@@ -102,11 +102,14 @@ inline Limit limitOfQuota(const Quota& q) {
         .withBurst(q.burst);
 }
 
-/// The limit (a limit set's: one per member) `q` was compiled from.
+/// The limit (a limit set's: one per member; a model's own, where it has `limitOf`) `q` was
+/// compiled from.
 template <class M>
 LimitOf<M> limitOf(const QuotaOf<M>& q) {
     if constexpr (std::is_same_v<LimitOf<M>, Limit>) {
         return limitOfQuota(q);
+    } else if constexpr (requires { M::limitOf(q); }) {
+        return M::limitOf(q);
     } else {
         return [&]<std::size_t... I>(std::index_sequence<I...>) {
             return LimitOf<M>{limitOfQuota(q.members[I])...};
@@ -118,6 +121,14 @@ LimitOf<M> limitOf(const QuotaOf<M>& q) {
 }  // namespace detail
 
 namespace detail {
+
+/// Whether a refusal may write a key's state beyond a clock step's rebase (a penalty's strike:
+/// `kRefusalsWrite` in the model), so that a key without an entry takes one for any consuming
+/// cost.
+template <class M>
+inline constexpr bool kRefusalsWrite = requires {
+    requires M::kRefusalsWrite;
+};
 
 /// Whether two limiters' quotas of the model `M` agree on everything their keys' states depend
 /// on (`sameQuota`, member by member for a limit set).

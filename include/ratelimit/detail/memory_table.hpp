@@ -639,16 +639,21 @@ private:
         const Epoch* epoch = nullptr;  ///< the limit it is stepped under (not for a reset)
         Tick since = 0;                ///< `epoch`'s first tick
 
-        /// Whether the request may write the key's state: a consuming step or a refund, of a
-        /// cost above 0.
+        /// Whether the request may write the key's state: a consuming step, a refund or
+        /// strikes, of a cost above 0.
         [[nodiscard]] bool writes() const noexcept { return mode != StepMode::kPeek && cost > 0; }
-        /// The cost the model's step is asked: a refund is answered as a zero cost.
-        [[nodiscard]] std::int64_t stepCost() const noexcept {
-            return mode == StepMode::kRefund ? 0 : cost;
-        }
-        /// Whether a key without an entry takes one: a refund gives back nothing there.
-        [[nodiscard]] bool inserts() const noexcept {
-            return mode == StepMode::kConsume && cost > 0;
+        /// Whether the model acts on the state before its step (`actedCold`): a refund, or
+        /// strikes.
+        [[nodiscard]] bool acts() const noexcept { return mode > StepMode::kConsume; }
+        /// The cost the model's step is asked: a refund or strikes are answered as a zero cost.
+        [[nodiscard]] std::int64_t stepCost() const noexcept { return acts() ? 0 : cost; }
+        /// Whether a key without an entry takes one: a refund gives back nothing there, and a
+        /// consuming cost above the capacity is refused there as anywhere, writing nothing
+        /// (but a penalty's strike).
+        [[nodiscard]] bool inserts(std::int64_t capacity) const noexcept {
+            return cost > 0 &&
+                   ((mode == StepMode::kConsume && (cost <= capacity || kRefusalsWrite<M>)) ||
+                    mode == StepMode::kPenalize);
         }
     };
 
@@ -657,8 +662,8 @@ private:
     /// copying it.
     // NOLINTNEXTLINE(misc-no-recursion): again only when a limit changed during the step
     RATELIMIT_INLINE Decision run(typename M::State& state, const Request& r) {
-        const Tick now = answeredAt(state, r);
-        // A refund gives back out of line, then is answered as a zero cost: one decision,
+        Tick now = answeredAt(state, r);
+        // A refund or strikes act out of line, then are answered as a zero cost: one decision,
         // built in the caller's place.
         if constexpr (std::is_trivially_copyable_v<typename M::State>) {
             // One copy of the model's step in the inlined path, for peeks and writes alike.
@@ -667,13 +672,14 @@ private:
                 // By value, as below.
                 next = carriedCold(next, *r.epoch, now);
             }
-            if (r.mode == StepMode::kRefund) [[unlikely]] {
+            Tick late = 0;
+            if (r.acts()) [[unlikely]] {
                 // By value: a state whose address escaped would live on the stack, and its
                 // copy back stalled every step on a store-forwarding miss.
-                next = refundedCold(next, r, now);
+                next = actedCold(next, r, now, late);
             }
             // Not const: GCC 12 builds a const local apart and copies it out.
-            Decision d = applyStep<M>(next, r.epoch->value, now, r.stepCost(), r.each);
+            Decision d = applyStep<M>(next, r.epoch->value, now, r.stepCost(), r.each, late);
             if (r.writes()) {
                 // One return of `d` on every path, as above.
                 if (epochs_.isCurrent(*r.epoch)) [[likely]] {
@@ -723,10 +729,11 @@ private:
         if (M::lastWrite(state) < r.since) {
             state = carriedCold(state, epoch, now);
         }
-        if (r.mode == StepMode::kRefund) [[unlikely]] {
-            state = refundedCold(std::move(state), r, now);
+        Tick late = 0;
+        if (r.acts()) [[unlikely]] {
+            state = actedCold(std::move(state), r, now, late);
         }
-        return applyStep<M>(state, epoch.value, now, r.stepCost(), r.each);
+        return applyStep<M>(state, epoch.value, now, r.stepCost(), r.each, late);
     }
 
     /// `state`, made under an earlier epoch, carried over to `epoch` at `now`.
@@ -747,12 +754,11 @@ private:
     }
 
     /// `state` after a refund gives back (`Limiter::refund`, which only refundable models
-    /// offer).
-    RATELIMIT_COLD typename M::State refundedCold(typename M::State state, const Request& r,
-                                                  Tick now) {
-        if constexpr (RefundableModel<M>) {
-            applyRefund<M>(state, r.epoch->value, now, r.cost);
-        }
+    /// offer) or strikes are given (`Limiter::penalize`, penalized models only), at `now`
+    /// moved to the time the call is answered at, `late` after it (`applyAction`).
+    RATELIMIT_COLD typename M::State actedCold(typename M::State state, const Request& r, Tick& now,
+                                               Tick& late) {
+        late = applyAction<M>(r.mode, state, r.epoch->value, now, r.cost);
         return state;
     }
 
@@ -1081,7 +1087,7 @@ private:
     /// answered without. Both look again first, under locks that keep the answer true.
     RATELIMIT_COLD Decision place(Group* segment, const Lookup& k, const Request& r,
                                   TagCounts seen) {
-        const bool writes = r.inserts() && r.cost <= r.epoch->value.capacity;
+        const bool writes = r.inserts(r.epoch->value.capacity);
         if (writes) {
             sweep(r.now);
         }

@@ -24,6 +24,7 @@
 #include <ratelimit/detail/ascii.hpp>
 #include <ratelimit/detail/redis_connection.hpp>
 #include <ratelimit/detail/throw.hpp>
+#include <ratelimit/options.hpp>
 
 namespace ratelimit {
 inline namespace v1 {
@@ -121,7 +122,8 @@ inline void appendLuaHelpers(std::string& out, std::string_view code) {
 }
 
 /// The arguments of one call, in ARGV order (the quota's follow): the time in µs, or empty to
-/// read `TIME`; the cost; 1 to consume, 0 to peek or 2 to refund; the key's window phase in µs.
+/// read `TIME`; the cost; the `StepMode` (0 to peek, 1 to consume, 2 to refund, 3 to give
+/// strikes); the key's window phase in µs.
 inline constexpr std::array<std::string_view, 4> kCallArguments{"now", "cost", "consume", "phase"};
 
 /// ARGV index (from 0) of the call argument `name`.
@@ -169,8 +171,9 @@ end
 /// a key at once when that base plus the TTL is not after the live clock (redis-server
 /// 7.0.15). A refusal's rebase is stored with `pcall`, so that at `maxmemory` (where `SET` is
 /// denied) refusals still answer; an admission that cannot be stored fails the script instead
-/// of admitting for free. A refund (`ARGV[3] == '2'`, `detail::applyRefund`) stores what the
-/// model gave back and answers the key's figures as they stand. Returns {allowed 1/0, limit,
+/// of admitting for free. A refund (`ARGV[3] == '2'`, `detail::applyRefund`) or strikes
+/// (`'3'`, `detail::applyAction`) store what the model changed and answer the key's figures as
+/// they stand. Returns {allowed 1/0, limit,
 /// remaining, retry µs (-1 = never), reset µs}.
 inline constexpr std::string_view kLuaMain = R"lua(
 -- detail::applyStep: a call at most lateTolerance before the last write is answered at the
@@ -182,14 +185,19 @@ if last ~= nil and now < last and last - now <= q.lateTolerance then
   now = last
 end
 local written, allowed, remaining, retry, reset
-if ARGV[3] == '2' then
-  -- detail::applyRefund: the model gives back up to cost, then the key's figures as they
-  -- stand.
-  local refunded = model.refund(state, q, now, cost)
+if ARGV[3] == '2' or ARGV[3] == '3' then
+  -- detail::applyAction: the model gives back up to cost (a refund) or takes cost strikes
+  -- toward its penalty, then the key's figures as they stand.
+  local changed
+  if ARGV[3] == '2' then
+    changed = model.refund(state, q, now, cost)
+  else
+    changed = model.penalize(state, q, now, cost)
+  end
   written, allowed, remaining, retry, reset = model.step(state, q, now, 0)
-  if not refunded and cost > 0 then refunded = carried end
-  if refunded then
-    store(refunded, (model.keep and model.keep(refunded, q, reset) or reset) + q.lateTolerance)
+  if not changed and cost > 0 then changed = carried end
+  if changed then
+    store(changed, (model.keep and model.keep(changed, q, reset, now) or reset) + q.lateTolerance)
   end
 else
   written, allowed, remaining, retry, reset = model.step(state, q, now, cost)
@@ -198,7 +206,7 @@ else
   if kept and cost > 0 and ARGV[3] == '1' then
     -- Kept for the late-call tolerance longer: a call that late must find the state, not a
     -- fresh key.
-    local keep = (model.keep and model.keep(kept, q, reset) or reset) + q.lateTolerance
+    local keep = (model.keep and model.keep(kept, q, reset, now) or reset) + q.lateTolerance
     if allowed then
       store(kept, keep)
     else
@@ -253,7 +261,8 @@ struct GlueSite {
 
 /// The Lua that carries a key's `state`, read with the quota `from` it was written under, over
 /// to the quota `q` at `now` (`detail::convertedState`, the same rule): measured by a zero
-/// cost's step under `from`, spent from a fresh state under `q`. `from` holds the stored
+/// cost's step under `from`, spent from a fresh state under `q` (a penalized model's inner
+/// model does both, and its strikes stay: `PenalizedModel::convert`). `from` holds the stored
 /// count, burst and period; the rest is completed from `q` (the bucket's units from their
 /// gcd, where the model is a bucket). `carried` keeps a copy, which a consuming call stores even
 /// when its step writes nothing, as memory does. Suffixed names end in `#`; `FRESH`, `COPY`,
@@ -265,15 +274,18 @@ if from then
     if from[k] == nil then from[k] = v end
   end
   from.capacity = from.CAPACITY
-UNITS  local _, _, left = model#.step(state, from, now, 0)
+UNITS  local measure = model#.inner or model#
+  local _, _, left = measure.step(state, from, now, 0)
   if left < 0 then left = 0 end
   local consumed = from.capacity - left
   local target = 0
   if consumed > 0 then
     target = math.min(q#.capacity, consumed + math.max(0, q#.capacity - from.capacity))
   end
+  local before = state
   state = FRESH
-  if target > 0 then model#.step(state, q#, now, target) end
+  if target > 0 then measure.step(state, q#, now, target) end
+  if model#.carryPenalty then model#.carryPenalty(before, state) end
   carried = COPY
 end
 )lua";
@@ -499,7 +511,7 @@ inline std::string setMain(std::size_t members) {
     };
     // How long member # keeps what it wrote: as a single model's script keeps it.
     const std::string keep =
-        "(model#.keep and model#.keep(WRITTEN, q#, reset#) or reset#) + q#.lateTolerance";
+        "(model#.keep and model#.keep(WRITTEN, q#, reset#, now) or reset#) + q#.lateTolerance";
     const auto keepOf = [&](const std::string& written) {
         std::string k = keep;
         for (std::size_t at = k.find("WRITTEN"); at != std::string::npos;
@@ -613,9 +625,8 @@ inline std::string decimal(std::int64_t v) {
 struct ScriptCall {
     std::string_view now;  ///< µs in decimal, or empty: the script reads `TIME`
     std::int64_t cost = 0;
-    bool consume = false;  ///< false: a peek (or a refund)
+    StepMode mode = StepMode::kPeek;  ///< sent as its number (`ARGV[3]`)
     std::int64_t phase = 0;
-    bool refund = false;  ///< gives back up to `cost` (`Limiter::refund`)
 };
 
 /// Appends `verb` (`EVALSHA` or `EVAL`) of `scriptOrSha` on `keys` with the call's arguments
@@ -626,11 +637,7 @@ inline void appendScriptRequest(std::string& out, std::string_view verb,
     std::array<std::string, kCallArguments.size()> arguments;
     arguments[callArgument("now")] = call.now;
     arguments[callArgument("cost")] = decimal(call.cost);
-    std::string& mode = arguments[callArgument("consume")];
-    mode = call.consume ? "1" : "0";
-    if (call.refund) {
-        mode = "2";
-    }
+    arguments[callArgument("consume")] = decimal(static_cast<std::int64_t>(call.mode));
     arguments[callArgument("phase")] = decimal(call.phase);
     constexpr std::size_t kHead = 3;  // verb, script, the number of keys
     appendCommandHeader(out, kHead + keys.size() + arguments.size() + quota.size());

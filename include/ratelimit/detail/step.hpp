@@ -11,6 +11,7 @@
 #include <ratelimit/detail/checked_math.hpp>
 #include <ratelimit/detail/chrono.hpp>
 #include <ratelimit/detail/inline.hpp>
+#include <ratelimit/options.hpp>
 #include <ratelimit/quota.hpp>
 
 namespace ratelimit {
@@ -112,22 +113,39 @@ RATELIMIT_INLINE Decision stepLate(typename M::State& state, const Q& q, Tick no
     return d;
 }
 
-/// Runs one model step under the late-call rule (`answerLate`).
+/// Runs one model step under the late-call rule (`answerLate`). `lateBefore`: how late the call
+/// was found before an action moved `now` (`applyAction`).
 /// `M` is an `AlgorithmModel` (algorithms/model.hpp).
 template <class M, class Q>
 RATELIMIT_INLINE Decision applyStep(typename M::State& state, const Q& q, Tick now,
-                                    std::int64_t cost, EachOf<M>* each = nullptr) {
-    const Tick late = answerLate<M>(state, q, now);
+                                    std::int64_t cost, EachOf<M>* each = nullptr,
+                                    Tick lateBefore = 0) {
+    const Tick late = lateBefore + answerLate<M>(state, q, now);
     return stepLate<M>(state, q, now, cost, late, each);
 }
 
-/// A refund (`Limiter::refund`) under the late-call rule: the model gives back up to `cost` at
-/// the time a take would be answered at. The refund's figures are then a zero cost's step
-/// (`applyStep`), at the call's own time.
+/// What a call other than a step does to the key's state before its figures are answered: a
+/// refund gives back up to `cost` (`Limiter::refund`), strikes go toward a penalty
+/// (`Limiter::penalize`), each at the time a take would be answered at (`answerLate`, which
+/// moves `now` there). Returns how late the call was: its figures are a zero cost's step at
+/// that time, their waits counted from the call's own (`applyStep`'s `lateBefore`), as the
+/// Redis script answers them. Offered only by the models that have them; the limiter asks no
+/// other.
 template <class M, class Q>
-inline void applyRefund(typename M::State& state, const Q& q, Tick now, std::int64_t cost) {
-    (void)answerLate<M>(state, q, now);
-    M::refund(state, q, now, cost);
+inline Tick applyAction(StepMode mode, typename M::State& state, const Q& q, Tick& now,
+                        std::int64_t cost) {
+    const Tick late = answerLate<M>(state, q, now);
+    if constexpr (requires { M::refund(state, q, now, cost); }) {
+        if (mode == StepMode::kRefund) {
+            M::refund(state, q, now, cost);
+        }
+    }
+    if constexpr (requires { M::penalize(state, q, now, cost); }) {
+        if (mode == StepMode::kPenalize) {
+            M::penalize(state, q, now, cost);
+        }
+    }
+    return late;
 }
 
 /// The consumption a key carries into a new limit (`Limiter::setLimit`), in the new limit's

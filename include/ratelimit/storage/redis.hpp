@@ -16,6 +16,7 @@
 #include <hiredis/hiredis.h>
 
 #include <ratelimit/algorithms/model.hpp>
+#include <ratelimit/algorithms/penalty.hpp>
 #include <ratelimit/clock.hpp>
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/checked_math.hpp>
@@ -53,6 +54,15 @@ concept RedisScriptedModel = AlgorithmModel<M> && requires {
 
 namespace detail {
 
+/// A penalty around a model whose Lua encodes its state itself (the sliding log): its Lua
+/// reads a state of fields, so it runs in memory only.
+template <class M>
+inline constexpr bool kPenaltyOverEncoded = false;
+template <class Inner>
+inline constexpr bool kPenaltyOverEncoded<PenalizedModel<Inner>> = requires {
+    Inner::kLuaEncodesState;
+};
+
 template <class M>
 inline constexpr bool kScriptedSet = false;
 template <class... Ms>
@@ -63,7 +73,8 @@ inline constexpr bool kScriptedSet<LimitSetModel<Ms...>> = (RedisScriptedModel<M
 /// A model the Redis storage runs: one with its Lua (`RedisScriptedModel`), or a limit set of
 /// such models, run as one script over one key per member.
 template <class M>
-concept RedisModel = RedisScriptedModel<M> || detail::kScriptedSet<M>;
+concept RedisModel =
+    (RedisScriptedModel<M> && !detail::kPenaltyOverEncoded<M>) || detail::kScriptedSet<M>;
 
 namespace detail {
 
@@ -161,6 +172,28 @@ inline constexpr std::array<std::string_view, kQuotaArguments.size()> kQuotaArgu
     return names;
 }();
 
+/// A penalized model's quota arguments, after the others (`PenalizedModel`).
+struct PenaltyArgument {
+    std::string_view name;
+    std::int64_t PenaltyTicks::*field;
+};
+inline constexpr std::array<PenaltyArgument, 3> kPenaltyArguments{{
+    {"strikes", &PenaltyTicks::strikes},
+    {"strikeWindow", &PenaltyTicks::strikeWindow},
+    {"blockTicks", &PenaltyTicks::blockTicks},
+}};
+inline constexpr auto kPenalizedArgumentNames = [] {
+    std::array<std::string_view, kQuotaArguments.size() + kPenaltyArguments.size()> names{};
+    std::size_t at = 0;
+    for (const QuotaArgument& a : kQuotaArguments) {
+        names[at++] = a.name;
+    }
+    for (const PenaltyArgument& a : kPenaltyArguments) {
+        names[at++] = a.name;
+    }
+    return names;
+}();
+
 /// The quota's arguments, in decimal, appended to `values`.
 inline void appendQuotaArguments(std::vector<std::string>& values, const Quota& q) {
     for (const QuotaArgument& a : kQuotaArguments) {
@@ -177,6 +210,8 @@ std::string scriptOf() {
         M::forEach(
             [&]<std::size_t I>() { members[I] = scriptModel<typename M::template Member<I>>(); });
         return composeSetScript(members, kQuotaArgumentNames);
+    } else if constexpr (kIsPenalized<M>) {
+        return composeScript(scriptModel<M>(), kPenalizedArgumentNames);
     } else {
         return composeScript(scriptModel<M>(), kQuotaArgumentNames);
     }
@@ -191,6 +226,11 @@ std::vector<std::string> quotaArguments(const QuotaOf<M>& q) {
         }
     } else {
         appendQuotaArguments(values, q);
+        if constexpr (kIsPenalized<M>) {
+            for (const PenaltyArgument& a : kPenaltyArguments) {
+                values.push_back(decimal(q.*a.field));
+            }
+        }
     }
     return values;
 }
@@ -522,8 +562,7 @@ private:
             return degrade(link, {StoreError::kCircuitOpen, "the circuit breaker is open"}, key,
                            cost, mode, fallbackNow, admission.wait, each, enforced.quota);
         }
-        const detail::ScriptCall script{now, cost, mode == StepMode::kConsume, phase,
-                                        mode == StepMode::kRefund};
+        const detail::ScriptCall script{now, cost, mode, phase};
         detail::IoStatus status;
         const std::optional<Decision> answer =
             run(link, key, script, shared_->deadline(), status, each, enforced);
@@ -651,9 +690,9 @@ private:
             d = fallback_->of(link).step(key, detail::TickSource(fixed), cost, mode, each);
             return markDegraded(d, each);
         }
-        // A refund's answer is the key's figures, which the policy can only invent for a zero
-        // cost; the refund itself is lost with the store.
-        const std::int64_t asked = mode == StepMode::kRefund ? 0 : cost;
+        // A refund's or strikes' answer is the key's figures, which the policy can only
+        // invent for a zero cost; the refund or the strikes are lost with the store.
+        const std::int64_t asked = mode > StepMode::kConsume ? 0 : cost;
         if constexpr (detail::kIsLimitSet<M>) {
             typename M::Decisions members;
             for (std::size_t i = 0; i < M::kSize; ++i) {

@@ -1,0 +1,231 @@
+// Tests of penalties over the memory storage (include/ratelimit/algorithms/penalty.hpp,
+// `Limiter::penalize`): strikes from refusals and from `penalize` start a block of exactly its
+// duration, to the nanosecond; a blocked key's calls never lengthen it; strikes older than the
+// window start a new count; peeks and zero costs are never strikes; refunds, limit changes and
+// clock steps keep the penalty; 8 threads on one penalized key admit exactly the limit.
+// Bad penalties throw naming the field. The Redis side, the same decisions in one script, is
+// in tests/storage/redis_policies_test.cpp.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <latch>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ratelimit/ratelimit.hpp>
+
+#include "support/catch.hpp"
+#include "support/decision_string.hpp"
+#include "support/limiters.hpp"
+
+using namespace std::chrono_literals;
+
+namespace ratelimit_test {
+
+using ratelimit::FixedWindowModel;
+using ratelimit::PenalizedModel;
+using ratelimit::Penalty;
+using ratelimit::TokenBucketModel;
+
+namespace {
+
+template <class Model>
+using Penalized = MemoryLimiter<PenalizedModel<Model>>;
+
+/// Whether `d` is a block's refusal with `left` of it to go.
+bool blockedFor(const Decision& d, std::chrono::nanoseconds left) {
+    return !d.allowed && d.remaining == 0 && d.retryAfter == left;
+}
+
+}  // namespace
+
+TEST_CASE("Penalty: 5 failed logins in 15 minutes block the key for exactly 15 minutes",
+          "[penalty]") {
+    ManualClock clock;
+    clock.set(1h);
+    Penalized<FixedWindowModel> login({Limit::perMinute(100), Penalty{5, 15min, 15min}},
+                                      MemoryStorage{}, clock);
+    for (int failure = 1; failure <= 4; ++failure) {
+        REQUIRE(login.tryAcquire("alice").allowed);
+        const Decision after = login.penalize("alice");
+        INFO("failure " << failure << ": " << describe(after));
+        REQUIRE(after.allowed);  // a strike alone refuses nothing
+        clock.advance(2min);
+    }
+    REQUIRE(login.tryAcquire("alice").allowed);
+    const Decision fifth = login.penalize("alice");
+    CHECK(blockedFor(fifth, 15min));
+    const auto blockedAt = clock.now();
+    // Whatever it sends meanwhile is refused, and lengthens nothing.
+    for (int call = 0; call < 30; ++call) {
+        clock.set(blockedAt + call * 30s);
+        const Decision d = login.tryAcquire("alice");
+        INFO("call " << call << ": " << describe(d));
+        REQUIRE(blockedFor(d, 15min - call * 30s));
+        REQUIRE(blockedFor(login.penalize("alice", 3), 15min - call * 30s));
+    }
+    clock.set(blockedAt + 15min - 1ns);
+    CHECK(blockedFor(login.tryAcquire("alice"), 1ns));
+    clock.set(blockedAt + 15min);
+    CHECK(login.tryAcquire("alice").allowed);
+    // Another key never noticed.
+    CHECK(login.tryAcquire("bob").remaining == 99);
+}
+
+TEST_CASE("Penalty: refusals are strikes, and the one that completes them reports the block",
+          "[penalty]") {
+    ManualClock clock;
+    Penalized<TokenBucketModel> api({Limit::perSecond(1).withBurst(2), Penalty{3, 1min, 10min}},
+                                    MemoryStorage{}, clock);
+    REQUIRE(api.tryAcquire("k").allowed);
+    REQUIRE(api.tryAcquire("k").allowed);
+    const Decision first = api.tryAcquire("k");
+    CHECK(!first.allowed);
+    CHECK(first.retryAfter == 1s);  // the bucket's own wait: no block yet
+    CHECK(!api.tryAcquire("k").allowed);
+    const Decision third = api.tryAcquire("k");
+    CHECK(!third.allowed);
+    CHECK(third.retryAfter == 10min);
+    CHECK(third.resetAfter == 10min);
+    // The bucket refills meanwhile; the block holds.
+    clock.advance(5min);
+    CHECK(blockedFor(api.tryAcquire("k"), 5min));
+    clock.advance(5min);
+    const Decision after = api.tryAcquire("k");
+    CHECK(after.allowed);
+    CHECK(after.remaining == 1);
+}
+
+TEST_CASE("Penalty: strikes count from the first; once the window passed, a new count starts",
+          "[penalty]") {
+    ManualClock clock;
+    Penalized<FixedWindowModel> limiter({Limit::perHour(1000), Penalty{3, 10min, 1h}},
+                                        MemoryStorage{}, clock);
+    CHECK(limiter.penalize("k", 2).allowed);
+    clock.advance(10min);  // the window of the first strike is over
+    CHECK(limiter.penalize("k", 2).allowed);
+    clock.advance(10min - 1ns);
+    const Decision third = limiter.penalize("k");
+    CHECK(blockedFor(third, 1h));
+    // A cost of strikes at or above the count blocks at once.
+    CHECK(blockedFor(limiter.penalize("other", 3), 1h));
+    CHECK(limiter.penalize("zero", 0).allowed);
+    CHECK(limiter.tryAcquire("zero").remaining == 999);
+}
+
+TEST_CASE("Penalty: peeks, zero costs and admissions are never strikes", "[penalty]") {
+    ManualClock clock;
+    Penalized<FixedWindowModel> limiter({Limit::perMinute(1), Penalty{1, 1min, 1h}},
+                                        MemoryStorage{}, clock);
+    REQUIRE(limiter.tryAcquire("k").allowed);
+    for (int i = 0; i < 5; ++i) {
+        CHECK(!limiter.peek("k").allowed);
+        CHECK(limiter.tryAcquire("k", 0).allowed);
+    }
+    clock.advance(1min);
+    CHECK(limiter.tryAcquire("k").allowed);
+    // The first refusal is the one strike: a block, reported by a peek too.
+    CHECK(blockedFor(limiter.tryAcquire("k"), 1h));
+    CHECK(blockedFor(limiter.peek("k"), 1h));
+    // A cost above the limit can never pass, blocked or not.
+    CHECK(limiter.tryAcquire("k", 2).never());
+}
+
+TEST_CASE("Penalty: a clock that steps back never shortens a block", "[penalty]") {
+    ManualClock clock;
+    clock.set(10h);
+    Penalized<TokenBucketModel> limiter({Limit::perMinute(1), Penalty{1, 1min, 20min}},
+                                        MemoryStorage{}, clock);
+    REQUIRE(limiter.tryAcquire("k").allowed);
+    REQUIRE(blockedFor(limiter.tryAcquire("k"), 20min));
+    clock.set(10h - 2h);
+    CHECK(blockedFor(limiter.tryAcquire("k"), 2h + 20min));
+    clock.set(10h + 20min);
+    CHECK(limiter.tryAcquire("k").allowed);
+}
+
+TEST_CASE("Penalty: refunds pass to the model, and setLimit keeps strikes and blocks",
+          "[penalty][refund][limit_change]") {
+    ManualClock clock;
+    Penalized<TokenBucketModel> limiter({Limit::perHour(2), Penalty{2, 1h, 30min}}, MemoryStorage{},
+                                        clock);
+    REQUIRE(limiter.tryAcquire("k").allowed);
+    REQUIRE(limiter.tryAcquire("k").allowed);
+    CHECK(limiter.refund("k").remaining == 1);
+    REQUIRE(limiter.tryAcquire("k").allowed);
+    REQUIRE(!limiter.tryAcquire("k").allowed);  // one strike
+    // (A change takes effect after every call so far: the clock moves on before the next.)
+    limiter.setLimit({Limit::perHour(2), Penalty{2, 1h, 45min}});
+    CHECK(limiter.limit().penalty.blockFor == 45min);
+    clock.set(1min);
+    CHECK(blockedFor(limiter.tryAcquire("k"), 45min));  // the second strike, the new block
+    limiter.setLimit({Limit::perHour(4), Penalty{2, 1h, 10min}});
+    clock.set(11min - 1ns);
+    CHECK(blockedFor(limiter.tryAcquire("k"), 1ns));
+    clock.set(11min);
+    // The bucket carried over toward fewer admissions (docs/semantics.md, "Changing a limit"):
+    // empty under the old limit when the block's last call converted it, so empty under the
+    // new one too, a token coming 15 minutes after that call.
+    const Decision after = limiter.tryAcquire("k");
+    CHECK(!after.allowed);
+    CHECK(after.retryAfter == 15min - 1ns);
+}
+
+TEST_CASE("Penalty: 8 threads on one penalized key admit exactly the limit", "[penalty]") {
+    ManualClock clock;
+    Penalized<TokenBucketModel> limiter(
+        {Limit::perHour(1000).withBurst(500), Penalty{1000000, 1h, 1h}}, MemoryStorage{}, clock);
+    std::atomic<std::int64_t> admitted{0};
+    std::latch start(8);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t) {
+        threads.emplace_back([&] {
+            start.arrive_and_wait();
+            for (int i = 0; i < 200; ++i) {
+                admitted += limiter.tryAcquire("hot").allowed ? 1 : 0;
+            }
+        });
+    }
+    for (std::thread& t : threads) {
+        t.join();
+    }
+    CHECK(admitted == 500);
+    // 1,100 refusals: strikes short of the million, so no block.
+    CHECK(limiter.peek("hot", 0).allowed);
+}
+
+TEST_CASE("Penalty: a key pays for its penalty only in a penalized limiter", "[penalty]") {
+    using Plain = TokenBucketModel::State;
+    using WithPenalty = PenalizedModel<TokenBucketModel>::State;
+    STATIC_REQUIRE(sizeof(WithPenalty) == sizeof(Plain) + 16);
+    STATIC_REQUIRE(PenalizedModel<TokenBucketModel>::kName == "penalized_token_bucket");
+}
+
+TEST_CASE("Penalty: a bad penalty throws naming its field", "[penalty][config]") {
+    const auto make = [](Penalty p) {
+        Penalized<FixedWindowModel> unused({Limit::perMinute(1), p});
+    };
+    const auto fails = [&](Penalty p, const std::string& field) {
+        try {
+            make(p);
+            FAIL("accepted " << field);
+        } catch (const std::invalid_argument& e) {
+            CHECK_THAT(e.what(), Catch::Matchers::Contains(field));
+        }
+    };
+    fails(Penalty{0, 1min, 1min}, "Penalty.strikes");
+    fails(Penalty{Limit::kMaxCount + 1, 1min, 1min}, "Penalty.strikes");
+    fails(Penalty{1, 0ns, 1min}, "Penalty.within");
+    fails(Penalty{1, 1min, -1s}, "Penalty.blockFor");
+    fails(Penalty{1, 1min, 367 * 24h}, "Penalty.blockFor");
+    using Spread = ratelimit::Limiter<PenalizedModel<FixedWindowModel>, MemoryStorage>;
+    LimiterOptions spread;
+    spread.spreadWindowResets = true;
+    CHECK_THROWS_WITH(Spread({Limit::perMinute(1), Penalty{}}, MemoryStorage{}, {}, spread),
+                      Catch::Matchers::Contains("spreadWindowResets"));
+}
+
+}  // namespace ratelimit_test
