@@ -124,18 +124,20 @@ public:
 
     /// A limit set's `tryAcquire`, with every member's own decision in `each` (for the
     /// `RateLimit` fields of each member): after a refusal, a member that would have admitted
-    /// reports its figures as they stand.
+    /// reports its figures as they stand. A tiered model's (`TieredLimiter`): `each` names the
+    /// tier, and holds a set's members' decisions after.
     Decision tryAcquire(std::string_view key, std::int64_t cost,
-                        Decisions& each) requires detail::kIsLimitSet<Model> {
+                        Decisions& each) requires detail::kReportsEach<Model> {
         Decision d = stepNow(key, cost, StepMode::kConsume, &each);
         dryRun(d, StepMode::kConsume);
         dryRunMembers(d, each);
         return d;
     }
 
-    /// A limit set's `peek`, with every member's own decision in `each`.
+    /// A limit set's `peek`, with every member's own decision in `each` (a tiered model's, as
+    /// `tryAcquire`).
     Decision peek(std::string_view key, std::int64_t cost,
-                  Decisions& each) requires detail::kIsLimitSet<Model> {
+                  Decisions& each) requires detail::kReportsEach<Model> {
         Decision d = stepNow(key, cost, StepMode::kPeek, &each);
         dryRun(d, StepMode::kPeek);
         dryRunMembers(d, each);
@@ -153,9 +155,9 @@ public:
     }
 
     /// A limit set's `refund`: every member gives back up to `cost`, and fills its figures in
-    /// `each`.
-    Decision refund(std::string_view key, std::int64_t cost,
-                    Decisions& each) requires(detail::kIsLimitSet<Model>&& RefundableModel<Model>) {
+    /// `each` (a tiered model's, as `tryAcquire`).
+    Decision refund(std::string_view key, std::int64_t cost, Decisions& each) requires(
+        detail::kReportsEach<Model>&& RefundableModel<Model>) {
         return stepNow(key, cost, StepMode::kRefund, &each);
     }
 
@@ -229,10 +231,10 @@ private:
     /// Dry-run: the members' refusals admit too, as the set's did.
     static void dryRunMembers(const Decision& d, Decisions& each) noexcept {
         if (d.wouldRefuse) [[unlikely]] {
-            for (Decision& member : each) {
+            detail::forEachDecision(each, [](Decision& member) {
                 member.wouldRefuse = !member.allowed;
                 member.allowed = true;
-            }
+            });
         }
     }
 
@@ -289,10 +291,10 @@ private:
                      Decisions* each = nullptr) {
         checkCost(cost);
         const Tick phase = phaseOf(key);
-        // A set's members' decisions are asked for only of a set: a storage of single models
-        // need not take them.
+        // A set's members' decisions (or a tier) are passed only for such models: a storage of
+        // single models need not take them.
         const auto tail = [&](auto&& call) {
-            if constexpr (detail::kIsLimitSet<Model>) {
+            if constexpr (detail::kReportsEach<Model>) {
                 return call(each);
             } else {
                 return call();

@@ -11,6 +11,7 @@
 #include <ratelimit/algorithms/penalty.hpp>
 #include <ratelimit/algorithms/sliding_counter.hpp>
 #include <ratelimit/algorithms/sliding_log.hpp>
+#include <ratelimit/algorithms/tiered.hpp>
 #include <ratelimit/algorithms/token_bucket.hpp>
 #include <ratelimit/any_limiter.hpp>
 #include <ratelimit/clock.hpp>
@@ -30,4 +31,5 @@
 #include <ratelimit/storage/memory.hpp>
 #include <ratelimit/storage/storage.hpp>
 #include <ratelimit/store_error.hpp>
+#include <ratelimit/tiers.hpp>
 #include <ratelimit/version.hpp>

@@ -241,6 +241,108 @@ TEMPLATE_TEST_CASE("RedisStorage: a limit changed under way carries every key ov
     CHECK(storage.stats().failures == 0);
 }
 
+/// Replays one random walk of calls on two `TieredLimiter`s over memory and Redis (same tiers,
+/// same clock): takes, peeks and refunds, the key's tier switched now and then, the clock moving
+/// back and forth; every decision must agree, a set's member by member. After a switch the
+/// clock stays after every call before it until a call stores the key under its new tier: a
+/// late call that meets a switch is answered at the last write in memory and at its own time in
+/// Redis (docs/semantics.md, "Tiers").
+template <class Model>
+void replayTierWalk(Rng& rng, const std::vector<ratelimit::LimitOf<Model>>& tiers,
+                    ManualClock& clock,
+                    ratelimit::TieredLimiter<Model, MemoryStorage, ManualClock>& memory,
+                    ratelimit::TieredLimiter<Model, RedisStorage, ManualClock>& redis) {
+    std::int64_t nowUs = uniform(rng, 0, std::int64_t{1} << 45);
+    std::int64_t latestUs = 0;
+    std::uint32_t tier = 0;
+    bool switching = false;  // until a call stores the key under its new tier
+    std::int64_t lastRemaining = 0;
+    for (int step = 0; step < 150; ++step) {
+        if (uniform(rng, 0, 4) == 0) {
+            tier = static_cast<std::uint32_t>(uniform(rng, 0, std::ssize(tiers) - 1));
+            switching = true;
+        }
+        const ratelimit::LimitOf<Model>& limits = tiers[tier];
+        const Limit& paced = [&]() -> const Limit& {
+            if constexpr (ratelimit::detail::kIsLimitSet<Model>) {
+                return limits[static_cast<std::size_t>(uniform(rng, 0, Model::kSize - 1))];
+            } else {
+                return limits;
+            }
+        }();
+        const std::int64_t us =
+            std::chrono::duration_cast<std::chrono::microseconds>(paced.period).count();
+        nowUs = nowUs + randomMove(rng, us, std::max<std::int64_t>(1, us / paced.count));
+        if (switching) {
+            nowUs = std::max(nowUs, latestUs + 1);
+        }
+        clock.set(std::chrono::microseconds{nowUs});
+        latestUs = std::max(latestUs, nowUs);
+        const std::int64_t cost = randomCost(rng, Model::capacity(limits), lastRemaining);
+        const std::int64_t kind = uniform(rng, 0, 9);  // 0: a peek, 1: a refund, else a take
+        INFO("step " << step << " at " << nowUs << "us tier " << tier << " cost " << cost
+                     << " kind " << kind);
+        const auto call = [&](auto& limiter, auto&... each) {
+            if (kind == 0) {
+                return limiter.peek("key", tier, cost, each...);
+            }
+            return kind == 1 ? limiter.refund("key", tier, cost)
+                             : limiter.tryAcquire("key", tier, cost, each...);
+        };
+        if constexpr (ratelimit::detail::kIsLimitSet<Model>) {
+            typename Model::Decisions inMemory{};
+            typename Model::Decisions inRedis{};
+            const Decision m = call(memory, inMemory);
+            const Decision r = call(redis, inRedis);
+            INFO(parity(m, r));
+            REQUIRE(parity(m, r).empty());
+            if (kind != 1) {
+                for (std::size_t i = 0; i < Model::kSize; ++i) {
+                    INFO("member " << i << ": " << parity(inMemory[i], inRedis[i]));
+                    REQUIRE(parity(inMemory[i], inRedis[i]).empty());
+                }
+            }
+            lastRemaining = r.remaining;
+        } else {
+            const Decision m = call(memory);
+            const Decision r = call(redis);
+            INFO(parity(m, r));
+            REQUIRE(parity(m, r).empty());
+            lastRemaining = r.remaining;
+        }
+        switching = switching && (kind == 0 || cost == 0);
+    }
+}
+
+TEMPLATE_TEST_CASE("RedisStorage: tiers carry a key over as in memory",
+                   "[redis_storage][redis][tiers][limit_change]", RATELIMIT_TEST_MODELS,
+                   (LimitSet<TokenBucketModel, FixedWindowModel>)) {
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    const RedisStorage storage(storageOptions(*server, "rl-tier-parity"));
+    Rng rng(testSeed() + 37);
+    for (int round = 0; round < 10; ++round) {
+        INFO("round " << round);
+        std::vector<ratelimit::LimitOf<TestType>> limits;
+        std::vector<typename ratelimit::TieredLimiter<TestType>::Tier> tiers;
+        const auto count = uniform(rng, 2, 3);
+        for (std::int64_t t = 0; t < count; ++t) {
+            limits.push_back(randomLimits<TestType>(rng));
+            tiers.push_back({"t" + std::to_string(t), limits.back()});
+        }
+        const LimiterOptions options = walkOptions("tiers" + std::to_string(round));
+        ManualClock clock;
+        ratelimit::TieredLimiter<TestType, MemoryStorage, ManualClock> memory(
+            tiers, MemoryStorage{}, clock, options);
+        ratelimit::TieredLimiter<TestType, RedisStorage, ManualClock> redis(tiers, storage, clock,
+                                                                            options);
+        replayTierWalk<TestType>(rng, limits, clock, memory, redis);
+    }
+    CHECK(storage.stats().failures == 0);
+}
+
 TEMPLATE_TEST_CASE("RedisStorage: a penalty strikes, blocks and expires as in memory",
                    "[redis_storage][redis][penalty][limit_change]",
                    ratelimit::PenalizedModel<FixedWindowModel>,

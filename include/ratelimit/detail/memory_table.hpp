@@ -758,7 +758,7 @@ private:
     /// moved to the time the call is answered at, `late` after it (`applyAction`).
     RATELIMIT_COLD typename M::State actedCold(typename M::State state, const Request& r, Tick& now,
                                                Tick& late) {
-        late = applyAction<M>(r.mode, state, r.epoch->value, now, r.cost);
+        late = applyAction<M>(r.mode, state, r.epoch->value, now, r.cost, r.each);
         return state;
     }
 

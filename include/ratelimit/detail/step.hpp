@@ -61,6 +61,24 @@ struct EachSelect<M> {
 template <class M>
 using EachOf = typename EachSelect<M>::Type;
 
+/// Whether a model's calls take or give more than the decision (`EachOf` is not empty): a limit
+/// set's members' decisions, a tiered model's tier.
+template <class M>
+inline constexpr bool kReportsEach = !std::is_empty_v<EachOf<M>>;
+
+/// Calls `f` on each member decision `each` holds: a limit set's, directly or in a tier's call
+/// (`TierCall::each`).
+template <class Each, class F>
+void forEachDecision(Each& each, F&& f) {
+    if constexpr (requires { each.each; }) {
+        forEachDecision(each.each, f);
+    } else if constexpr (requires { each.begin(); }) {
+        for (auto& member : each) {
+            f(member);
+        }
+    }
+}
+
 /// A late call's waits count from its own time, `late` ticks before the time it was answered
 /// at.
 inline void shiftLate(Decision& d, Tick late, std::int64_t nanosPerTick) noexcept {
@@ -98,12 +116,11 @@ RATELIMIT_INLINE Tick answerLate(const typename M::State& state, const Q& q, Tic
 template <class M, class Q>
 RATELIMIT_INLINE Decision stepLate(typename M::State& state, const Q& q, Tick now,
                                    std::int64_t cost, Tick late, EachOf<M>* each) {
-    if constexpr (!std::is_empty_v<EachOf<M>>) {
+    if constexpr (kReportsEach<M>) {
         if (each != nullptr) {
             Decision d = M::step(state, q, now, cost, *each);
-            for (Decision& member : *each) {
-                shiftLate(member, late, q.nanosPerTick);
-            }
+            forEachDecision(*each,
+                            [&](Decision& member) { shiftLate(member, late, q.nanosPerTick); });
             shiftLate(d, late, q.nanosPerTick);
             return d;
         }
@@ -133,8 +150,14 @@ RATELIMIT_INLINE Decision applyStep(typename M::State& state, const Q& q, Tick n
 /// other.
 template <class M, class Q>
 inline Tick applyAction(StepMode mode, typename M::State& state, const Q& q, Tick& now,
-                        std::int64_t cost) {
+                        std::int64_t cost, const EachOf<M>* each = nullptr) {
     const Tick late = answerLate<M>(state, q, now);
+    if constexpr (requires { M::refund(state, q, now, cost, *each); }) {
+        if (mode == StepMode::kRefund && each != nullptr) {
+            M::refund(state, q, now, cost, *each);  // under the call's tier
+            return late;
+        }
+    }
     if constexpr (requires { M::refund(state, q, now, cost); }) {
         if (mode == StepMode::kRefund) {
             M::refund(state, q, now, cost);

@@ -17,6 +17,7 @@
 
 #include <ratelimit/algorithms/model.hpp>
 #include <ratelimit/algorithms/penalty.hpp>
+#include <ratelimit/algorithms/tiered.hpp>
 #include <ratelimit/clock.hpp>
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/checked_math.hpp>
@@ -70,11 +71,60 @@ inline constexpr bool kScriptedSet<LimitSetModel<Ms...>> = (RedisScriptedModel<M
 
 }  // namespace detail
 
-/// A model the Redis storage runs: one with its Lua (`RedisScriptedModel`), or a limit set of
-/// such models, run as one script over one key per member.
+namespace detail {
+
+/// A model whose script the Redis storage composes: one with its Lua, or a limit set of such
+/// models, run as one script over one key per member.
 template <class M>
-concept RedisModel =
+concept ScriptedModel =
     (RedisScriptedModel<M> && !detail::kPenaltyOverEncoded<M>) || detail::kScriptedSet<M>;
+
+template <class M>
+inline constexpr bool kScriptedTiers = false;
+template <class Inner>
+inline constexpr bool kScriptedTiers<TieredModel<Inner>> = ScriptedModel<Inner>;
+
+/// The model a call runs in Redis: a tiered model's inner model (each call sends its tier's
+/// quota, and the script carries a key written under another tier over), any other model
+/// itself.
+template <class M>
+struct ScriptedSelect {
+    using Type = M;
+};
+template <class Inner>
+struct ScriptedSelect<TieredModel<Inner>> {
+    using Type = Inner;
+};
+template <class M>
+using ScriptedOf = typename ScriptedSelect<M>::Type;
+
+/// The quota a call runs under: its tier's, for a tiered model.
+template <class M>
+const QuotaOf<ScriptedOf<M>>& callQuota(const QuotaOf<M>& q, const EachOf<M>* each) noexcept {
+    if constexpr (kIsTiered<M>) {
+        return q.tiers[each != nullptr ? each->tier : 0];
+    } else {
+        (void)each;
+        return q;
+    }
+}
+
+/// Where a call's members' decisions go: a tiered model's inner ones.
+template <class M>
+EachOf<ScriptedOf<M>>* callEach(EachOf<M>* each) noexcept {
+    if constexpr (kIsTiered<M>) {
+        return each != nullptr ? &each->each : nullptr;
+    } else {
+        return each;
+    }
+}
+
+}  // namespace detail
+
+/// A model the Redis storage runs: one with its Lua (`RedisScriptedModel`), a limit set of
+/// such models, run as one script over one key per member, or tiers of either.
+template <class M>
+concept RedisModel = detail::ScriptedModel<M> || detail::kScriptedTiers<M>;
 
 namespace detail {
 
@@ -202,10 +252,13 @@ inline void appendQuotaArguments(std::vector<std::string>& values, const Quota& 
 }
 
 /// A model's script and the quota arguments its calls send: a limit set's holds each
-/// member's model once and reads each member's quota in turn (`composeSetScript`).
+/// member's model once and reads each member's quota in turn (`composeSetScript`); tiers run
+/// their model's script, each call with its tier's quota.
 template <RedisModel M>
 std::string scriptOf() {
-    if constexpr (kIsLimitSet<M>) {
+    if constexpr (kIsTiered<M>) {
+        return scriptOf<typename M::Inner>();
+    } else if constexpr (kIsLimitSet<M>) {
         std::array<ScriptModel, M::kSize> members{};
         M::forEach(
             [&]<std::size_t I>() { members[I] = scriptModel<typename M::template Member<I>>(); });
@@ -220,7 +273,13 @@ std::string scriptOf() {
 template <RedisModel M>
 std::vector<std::string> quotaArguments(const QuotaOf<M>& q) {
     std::vector<std::string> values;
-    if constexpr (kIsLimitSet<M>) {
+    if constexpr (kIsTiered<M>) {
+        // Every tier's, in tier order; a call sends its tier's (`Table::callArguments`).
+        for (const auto& tier : q.tiers) {
+            std::vector<std::string> own = quotaArguments<typename M::Inner>(tier);
+            values.insert(values.end(), own.begin(), own.end());
+        }
+    } else if constexpr (kIsLimitSet<M>) {
         for (const Quota& member : q.members) {
             appendQuotaArguments(values, member);
         }
@@ -434,8 +493,11 @@ private:
 template <RedisModel M>
 class RedisStorage::Table {
 public:
-    /// A limit set's members' decisions (`LimitSetModel::Decisions`); empty otherwise.
+    /// A limit set's members' decisions (`LimitSetModel::Decisions`), a tiered model's call
+    /// (`TierCall`); empty otherwise.
     using Each = detail::EachOf<M>;
+    /// The model each call's script runs: a tiered model's inner one, or `M`.
+    using Scripted = detail::ScriptedOf<M>;
 
     Table(detail::Ref<detail::RedisShared> shared, const LimiterOptions& options,
           const QuotaOf<M>& quota)
@@ -504,7 +566,7 @@ public:
 
     /// The Redis key of a single model's `key` (see `redisKeys`).
     [[nodiscard]] std::string redisKey(std::string_view key) const
-        requires(!detail::kIsLimitSet<M>) {
+        requires(!detail::kIsLimitSet<Scripted>) {
         return std::move(redisKeys(key).front());
     }
 
@@ -537,10 +599,10 @@ private:
 
     /// The key prefixes of the model's state, one per member for a set (see `redisKeys`).
     static std::vector<std::string> keyPrefixes(const std::string& base) {
-        if constexpr (detail::kIsLimitSet<M>) {
+        if constexpr (detail::kIsLimitSet<Scripted>) {
             std::vector<std::string> prefixes;
-            M::forEach([&]<std::size_t I>() {
-                using Member = typename M::template Member<I>;
+            Scripted::forEach([&]<std::size_t I>() {
+                using Member = typename Scripted::template Member<I>;
                 prefixes.push_back(base + ":" + std::to_string(I) + ":" +
                                    std::string(Member::kName) + ":v" +
                                    std::to_string(Member::kStateVersion));
@@ -581,7 +643,7 @@ private:
                                 detail::IoStatus& status, Each* each,
                                 const Enforced& enforced) const {
         const std::vector<std::string> keys = redisKeys(key);
-        const auto& arguments = enforced.arguments;
+        const std::span<const std::string> arguments = callArguments(enforced, each);
         detail::ReplyPtr reply =
             send(link, "EVALSHA", sha_, keys, script, arguments, deadline, status);
         if (reply && isNoScript(*reply)) {
@@ -592,7 +654,22 @@ private:
         if (!reply) {
             return std::nullopt;
         }
-        return parse(*reply, status, each, enforced.quota);
+        return parse(*reply, status, detail::callEach<M>(each),
+                     detail::callQuota<M>(enforced.quota, each));
+    }
+
+    /// The quota arguments a call sends: its tier's, for a tiered model.
+    static std::span<const std::string> callArguments(const Enforced& enforced,
+                                                      const Each* each) noexcept {
+        if constexpr (detail::kIsTiered<M>) {
+            const std::size_t perTier = enforced.arguments.size() / enforced.quota.tiers.size();
+            const std::size_t tier = each != nullptr ? each->tier : 0;
+            return std::span<const std::string>(enforced.arguments)
+                .subspan(tier * perTier, perTier);
+        } else {
+            (void)each;
+            return enforced.arguments;
+        }
     }
 
     detail::ReplyPtr send(detail::RedisLink& link, std::string_view verb,
@@ -612,8 +689,9 @@ private:
 
     /// The script's reply: {allowed, limit, remaining, retry, reset} for a single model; for
     /// a set {allowed, then allowed, remaining, retry, reset per member}.
-    std::optional<Decision> parse(const redisReply& reply, detail::IoStatus& status, Each* each,
-                                  const QuotaOf<M>& quota) const {
+    std::optional<Decision> parse(const redisReply& reply, detail::IoStatus& status,
+                                  detail::EachOf<Scripted>* each,
+                                  const QuotaOf<Scripted>& quota) const {
         if (reply.type == REDIS_REPLY_ERROR) {
             const std::string_view text(reply.str, reply.len);
             status = {detail::classifyErrorReply(text), std::string(text)};
@@ -633,16 +711,16 @@ private:
             v[i] = reply.element[i]->integer;
         }
         // The limit is the quota's capacity: the decision builders fill it in.
-        if constexpr (detail::kIsLimitSet<M>) {
-            typename M::Decisions members;
-            for (std::size_t i = 0; i < M::kSize; ++i) {
+        if constexpr (detail::kIsLimitSet<Scripted>) {
+            typename Scripted::Decisions members;
+            for (std::size_t i = 0; i < Scripted::kSize; ++i) {
                 const std::int64_t* f = &v[1 + kMemberFields * i];
                 members[i] = decisionOf(quota.members[i], f[0] != 0, f[1], f[2], f[3]);
             }
             if (each != nullptr) {
                 *each = members;
             }
-            return M::bind(members);
+            return Scripted::bind(members);
         } else {
             (void)each;
             return decisionOf(quota, v[0] != 0, v[2], v[3], v[4]);
@@ -656,8 +734,8 @@ private:
     /// reset), or a set's allowed and its members' fields.
     static constexpr std::size_t replyFields() noexcept {
         constexpr std::size_t kSingleFields = 5;
-        if constexpr (detail::kIsLimitSet<M>) {
-            return 1 + kMemberFields * M::kSize;
+        if constexpr (detail::kIsLimitSet<Scripted>) {
+            return 1 + kMemberFields * Scripted::kSize;
         } else {
             return kSingleFields;
         }
@@ -693,17 +771,18 @@ private:
         // A refund's or strikes' answer is the key's figures, which the policy can only
         // invent for a zero cost; the refund or the strikes are lost with the store.
         const std::int64_t asked = mode > StepMode::kConsume ? 0 : cost;
-        if constexpr (detail::kIsLimitSet<M>) {
-            typename M::Decisions members;
-            for (std::size_t i = 0; i < M::kSize; ++i) {
-                members[i] = answered(quota.members[i].capacity, asked, untilProbe);
+        const QuotaOf<Scripted>& called = detail::callQuota<M>(quota, each);
+        if constexpr (detail::kIsLimitSet<Scripted>) {
+            typename Scripted::Decisions members;
+            for (std::size_t i = 0; i < Scripted::kSize; ++i) {
+                members[i] = answered(called.members[i].capacity, asked, untilProbe);
             }
-            d = M::bind(members);
-            if (each != nullptr) {
-                *each = members;
+            d = Scripted::bind(members);
+            if (detail::EachOf<Scripted>* inner = detail::callEach<M>(each); inner != nullptr) {
+                *inner = members;
             }
         } else {
-            d = answered(quota.capacity, asked, untilProbe);
+            d = answered(called.capacity, asked, untilProbe);
         }
         return markDegraded(d, each);
     }
@@ -711,14 +790,8 @@ private:
     /// `d` and a set's members' decisions, marked degraded.
     static Decision markDegraded(Decision d, Each* each) noexcept {
         d.degraded = true;
-        if constexpr (detail::kIsLimitSet<M>) {
-            if (each != nullptr) {
-                for (Decision& member : *each) {
-                    member.degraded = true;
-                }
-            }
-        } else {
-            (void)each;
+        if (each != nullptr) {
+            detail::forEachDecision(*each, [](Decision& member) { member.degraded = true; });
         }
         return d;
     }
