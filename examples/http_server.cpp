@@ -39,13 +39,18 @@ namespace {
 
 namespace http = ratelimit::http;
 
-// The rules used without --rules: the example table of docs/http.md.
+// The rules used without --rules: the example table of docs/http.md. Each tier's two lines
+// form one set, checked all or nothing: a minute with a burst and a calendar day.
 constexpr std::string_view kDefaultRules = R"(# method  path-prefix  limit  options
 POST  /login   5/min     algorithm=sliding_log
+GET   /search  30/min    mode=dry-run
 GET   /api     1000/min  name=reads
-*     /api     100/min   name=api tier=free
-*     /api     1000/min  name=api tier=pro
-*     /api     10000/min name=api tier=enterprise
+*     /api     30/min    name=api        algorithm=token_bucket burst=10  tier=free
+*     /api     1000/d    name=api-daily  algorithm=fixed_window           tier=free
+*     /api     300/min   name=api        algorithm=token_bucket burst=50  tier=pro
+*     /api     50000/d   name=api-daily  algorithm=fixed_window           tier=pro
+*     /api     3000/min  name=api        algorithm=token_bucket burst=200 tier=enterprise
+*     /api     500000/d  name=api-daily  algorithm=fixed_window           tier=enterprise
 )";
 
 constexpr std::string_view kUsage = R"(usage: http_server [options]

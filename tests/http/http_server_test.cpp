@@ -1,11 +1,13 @@
 // End to end: starts examples/http_server.cpp (its path comes from CMake as RATELIMIT_HTTP_SERVER)
-// on a free loopback port with a rule file of tiny limits and long periods, and drives it with a
-// plain HTTP/1.1 client over a socket. No sleeps: the limits never refill during the test.
+// on a free loopback port with a rule file of tiny limits and long periods (or its built-in
+// rules, whose bursts refill far slower than a test sends), and drives it with a plain HTTP/1.1
+// client over a socket. No sleeps: the limits never refill during the test.
 
 #include <cstdio>
 #include <fstream>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "support/catch.hpp"
 #include "support/http_example.hpp"
@@ -87,6 +89,32 @@ TEST_CASE("HTTP server example: --no-limit serves without the limiter", "[http][
         CHECK(r.status == 200);
         CHECK_FALSE(r.header("RateLimit"));
     }
+}
+
+TEST_CASE(
+    "HTTP server example: the built-in rules give a free API key a burst of 10 and a daily "
+    "limit, one set",
+    "[http][example][server]") {
+    ServerProcess server({"--port", "0", "--api-key", "free-key=free"});
+    const int port = server.port();
+
+    // 30 a minute with a burst of 10: a token comes back every 2 s, far longer than the
+    // 15 requests take.
+    int admitted = 0;
+    std::optional<Response> refused;
+    for (int i = 0; i < 15; ++i) {
+        Response r = send(port, "GET", "/api/items", "X-API-Key: free-key\r\n");
+        if (r.status == 200) {
+            ++admitted;
+        } else {
+            CHECK(r.status == 429);
+            refused = std::move(r);
+        }
+    }
+    CHECK(admitted == 10);
+    REQUIRE(refused);
+    CHECK(refused->header("RateLimit-Policy") == R"("api";q=10;w=20, "api-daily";q=1000;w=86400)");
+    CHECK(refused->body.find(R"("violated-policies":["api"])") != std::string::npos);
 }
 
 TEST_CASE(
