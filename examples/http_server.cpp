@@ -2,19 +2,28 @@
 // middleware applies the rule table to every request, writes the rate-limit fields on every
 // response, answers 429 with a problem-details body and Retry-After, answers 400 to a target
 // that reads as different routes (cpp-httplib serves /api/.. with the /api handler, while its
-// resolved path is /), and skips /health.
+// resolved path is /), and skips /health. POST /login also guards each user name it is sent:
+// 10 attempts a minute, and 5 failed logins within 15 minutes block that name for 15 minutes
+// (a PenalizedModel over the rules' storage), whatever address the attempts come from.
 //
 //   http_server [--port N] [--rules FILE] [--redis HOST:PORT] [--api-key KEY=TIER]...
+//               [--user NAME=PASSWORD]...
 //               [--trust-proxy CIDR --forwarded-header xff|forwarded|x-real-ip] [--no-limit]
 //
-// In memory by default; with --redis the same rules are shared by every server using that
-// Redis. --port 0 picks a free port; the first line printed is `listening on 127.0.0.1:PORT`.
+// In memory by default; with --redis the same rules and login guard are shared by every server
+// using that Redis. --port 0 picks a free port; the first line printed is
+// `listening on 127.0.0.1:PORT`.
 //
 // Try it:
-//   http_server --port 8080 &
-//   for i in 1 2 3 4 5 6; do curl -si -X POST localhost:8080/login | head -1; done
+//   http_server --port 8080 --user alice=secret --api-key demo-pro-key=pro &
+//   for i in 1 2 3 4 5 6; do
+//     curl -si -d user=alice -d password=guess localhost:8080/login | head -1
+//   done  # 401 five times (alice is now blocked), then 429: 5 logins a minute per address
+//   sleep 60; curl -si -d user=alice -d password=secret localhost:8080/login  # 429: login-user
 //   curl -si -H 'X-API-Key: demo-pro-key' localhost:8080/api/items
 #include <charconv>
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -28,8 +37,16 @@
 #include <utility>
 #include <vector>
 
+#include <ratelimit/algorithms/fixed_window.hpp>
+#include <ratelimit/algorithms/penalty.hpp>
+#include <ratelimit/decision.hpp>
+#include <ratelimit/http/headers.hpp>
+#include <ratelimit/http/problem.hpp>
 #include <ratelimit/http/route_limiter.hpp>
 #include <ratelimit/http/routes.hpp>
+#include <ratelimit/limit.hpp>
+#include <ratelimit/limiter.hpp>
+#include <ratelimit/options.hpp>
 #include <ratelimit/storage/memory.hpp>
 #ifdef RATELIMIT_EXAMPLE_WITH_REDIS
 #    include <ratelimit/storage/redis.hpp>
@@ -39,13 +56,18 @@ namespace {
 
 namespace http = ratelimit::http;
 
-// The rules used without --rules: the example table of docs/http.md.
+// The rules used without --rules: the example table of docs/http.md. Each tier's two lines
+// form one set, checked all or nothing: a minute with a burst and a calendar day.
 constexpr std::string_view kDefaultRules = R"(# method  path-prefix  limit  options
 POST  /login   5/min     algorithm=sliding_log
+GET   /search  30/min    mode=dry-run
 GET   /api     1000/min  name=reads
-*     /api     100/min   name=api tier=free
-*     /api     1000/min  name=api tier=pro
-*     /api     10000/min name=api tier=enterprise
+*     /api     30/min    name=api        algorithm=token_bucket burst=10  tier=free
+*     /api     1000/d    name=api-daily  algorithm=fixed_window           tier=free
+*     /api     300/min   name=api        algorithm=token_bucket burst=50  tier=pro
+*     /api     50000/d   name=api-daily  algorithm=fixed_window           tier=pro
+*     /api     3000/min  name=api        algorithm=token_bucket burst=200 tier=enterprise
+*     /api     500000/d  name=api-daily  algorithm=fixed_window           tier=enterprise
 )";
 
 constexpr std::string_view kUsage = R"(usage: http_server [options]
@@ -55,9 +77,11 @@ constexpr std::string_view kUsage = R"(usage: http_server [options]
                         (lines of one method, path and tier form a set; default: a built-in table)
   --redis HOST:PORT     share the limits through Redis (default: in memory)
   --api-key KEY=TIER    a known API key (sent as X-API-Key) and its tier; repeatable
+  --user NAME=PASSWORD  a user who may log in (POST /login with the form fields user and
+                        password); repeatable
   --trust-proxy CIDR    a trusted proxy network; repeatable (needs --forwarded-header)
   --forwarded-header H  xff, forwarded or x-real-ip: the one header the proxies write
-  --no-limit            serve without the limiter (for load comparisons)
+  --no-limit            serve without the limiter or the login guard (for load comparisons)
   --help                this text
 The first line printed is "listening on 127.0.0.1:PORT".
 )";
@@ -73,6 +97,8 @@ struct Config {
     bool limit = true;
     // API key -> (principal id, tier). The id, not the key, becomes the limiter key.
     std::map<std::string, std::pair<std::string, std::string>, std::less<>> apiKeys;
+    // User name -> password, for POST /login.
+    std::map<std::string, std::string, std::less<>> users;
     http::RouteLimiterOptions options;
 };
 
@@ -115,6 +141,14 @@ void addApiKey(Config& c, const std::string& v) {
     c.apiKeys[v.substr(0, eq)] = {id, v.substr(eq + 1)};
 }
 
+void addUser(Config& c, const std::string& v) {
+    const std::size_t eq = v.find('=');
+    if (eq == 0 || eq == std::string::npos || eq + 1 == v.size()) {
+        usageError("--user takes NAME=PASSWORD");
+    }
+    c.users[v.substr(0, eq)] = v.substr(eq + 1);
+}
+
 http::ForwardedHeader forwardedHeaderOption(const std::string& v) {
     if (v == "xff") {
         return http::ForwardedHeader::kXForwardedFor;
@@ -139,6 +173,8 @@ void applyValueOption(Config& c, std::string_view arg, const Value& value) {
         c.redis = value();
     } else if (arg == "--api-key") {
         addApiKey(c, value());
+    } else if (arg == "--user") {
+        addUser(c, value());
     } else if (arg == "--trust-proxy") {
         c.options.identity.trustedProxies.push_back(value());
     } else if (arg == "--forwarded-header") {
@@ -170,13 +206,70 @@ Config parseArgs(int argc, char** argv) {
     return c;
 }
 
-std::unique_ptr<http::RouteLimiter> makeLimiter(const Config& c) {
+/// The login guard: `kLoginLimit` on each user name, whatever address its attempts come from.
+/// An interface, so that the storage is chosen at run time in one place (`makeLimiters`).
+class LoginGuard {
+public:
+    LoginGuard() = default;
+    LoginGuard(const LoginGuard&) = delete;
+    LoginGuard& operator=(const LoginGuard&) = delete;
+    LoginGuard(LoginGuard&&) = delete;
+    LoginGuard& operator=(LoginGuard&&) = delete;
+    virtual ~LoginGuard() = default;
+
+    /// One login attempt for `user`: refused while the name is over its rate or blocked.
+    virtual ratelimit::Decision tryAcquire(std::string_view user) = 0;
+    /// A failed login for `user`: one strike toward the block.
+    virtual void penalize(std::string_view user) = 0;
+};
+
+// The login guard's policy name (its limiter's name in the storage and in the 429 body).
+constexpr std::string_view kLoginPolicy = "login-user";
+// Per user name: 10 attempts a minute; 5 failed logins within 15 minutes, then 15 minutes out.
+constexpr ratelimit::PenalizedLimit<ratelimit::Limit> kLoginLimit{
+    ratelimit::Limit::perMinute(10),
+    ratelimit::Penalty{5, std::chrono::minutes{15}, std::chrono::minutes{15}}};
+
+/// `LoginGuard` over one storage, shared with the route limiter.
+template <class Storage>
+class StoredLoginGuard final : public LoginGuard {
+public:
+    explicit StoredLoginGuard(Storage storage)
+        : limiter_(kLoginLimit, std::move(storage), typename Storage::DefaultClock{}, options()) {}
+
+    ratelimit::Decision tryAcquire(std::string_view user) override {
+        return limiter_.tryAcquire(user);
+    }
+    void penalize(std::string_view user) override { (void)limiter_.penalize(user); }
+
+private:
+    static ratelimit::LimiterOptions options() {
+        ratelimit::LimiterOptions o;
+        o.name = std::string(kLoginPolicy);
+        return o;
+    }
+
+    ratelimit::Limiter<ratelimit::PenalizedModel<ratelimit::FixedWindowModel>, Storage> limiter_;
+};
+
+/// The route limiter and the login guard, over one storage.
+struct Limiters {
+    std::unique_ptr<http::RouteLimiter> routes;
+    std::unique_ptr<LoginGuard> login;
+};
+
+template <class Storage>
+Limiters limitersOver(http::RouteTable table, const Storage& storage, const Config& c) {
+    return {std::make_unique<http::RouteLimiter>(std::move(table), storage, c.options),
+            std::make_unique<StoredLoginGuard<Storage>>(storage)};
+}
+
+Limiters makeLimiters(const Config& c) {
     http::RouteTable table = c.rulesFile.empty()
                                  ? http::RouteTable::parse(kDefaultRules, "built-in rules")
                                  : http::RouteTable::load(c.rulesFile);
     if (c.redis.empty()) {
-        return std::make_unique<http::RouteLimiter>(std::move(table), ratelimit::MemoryStorage{},
-                                                    c.options);
+        return limitersOver(std::move(table), ratelimit::MemoryStorage{}, c);
     }
 #ifdef RATELIMIT_EXAMPLE_WITH_REDIS
     const std::size_t colon = c.redis.rfind(':');
@@ -190,8 +283,7 @@ std::unique_ptr<http::RouteLimiter> makeLimiter(const Config& c) {
         usageError("--redis takes HOST:PORT (PORT 0..65535)");
     }
     redis.port = *port;
-    return std::make_unique<http::RouteLimiter>(std::move(table), ratelimit::RedisStorage{redis},
-                                                c.options);
+    return limitersOver(std::move(table), ratelimit::RedisStorage{redis}, c);
 #else
     usageError("this build has no Redis support (hiredis was not found)");
 #endif
@@ -232,14 +324,51 @@ httplib::Server::HandlerResponse limitRequest(http::RouteLimiter& limiter, const
     return httplib::Server::HandlerResponse::Handled;
 }
 
+// 401: the status of a login with an unknown user name or a wrong password.
+constexpr int kStatusUnauthorized = 401;
+
+/// POST /login: `user` and `password` come as form fields (cpp-httplib puts the fields of an
+/// `application/x-www-form-urlencoded` body into `req.params`). With a guard, the user name's
+/// attempt is checked first (after the route's rules, in the middleware), and a failed login
+/// is a strike against that name, whether it exists or not.
+void login(LoginGuard* guard, const Config& config, const httplib::Request& req,
+           httplib::Response& res) {
+    const std::string user = req.get_param_value("user");
+    const std::string password = req.get_param_value("password");
+    // A request without a user name has no name to guard; the route's rules still count it.
+    if (guard != nullptr && !user.empty()) {
+        if (const ratelimit::Decision d = guard->tryAcquire(user); !d) {
+            if (const std::optional<std::int64_t> wait = http::retryAfterSeconds(d)) {
+                res.set_header("Retry-After", std::to_string(*wait));
+            }
+            res.status = http::kStatusTooManyRequests;
+            res.set_content(http::problemJson(kLoginPolicy, d),
+                            std::string(http::kProblemContentType));
+            return;
+        }
+    }
+    const auto known = config.users.find(user);
+    if (user.empty() || known == config.users.end() || known->second != password) {
+        if (guard != nullptr && !user.empty()) {
+            guard->penalize(user);
+        }
+        res.status = kStatusUnauthorized;
+        res.set_content(R"({"type":"about:blank","title":"Unauthorized","status":401,)"
+                        R"("detail":"Unknown user name or wrong password."})",
+                        std::string(http::kProblemContentType));
+        return;
+    }
+    res.set_content("{\"welcome\":true}\n", "application/json");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     const Config config = parseArgs(argc, argv);
-    std::unique_ptr<http::RouteLimiter> limiter;
+    Limiters limiters;
     try {
         if (config.limit) {
-            limiter = makeLimiter(config);
+            limiters = makeLimiters(config);
         }
     } catch (const std::exception& e) {
         std::fprintf(stderr, "http_server: %s\n", e.what());
@@ -251,18 +380,19 @@ int main(int argc, char** argv) {
     // request would wait for the client's delayed ACK (~40 ms).
     server.set_tcp_nodelay(true);
     server.set_keep_alive_max_count(1000);
-    if (limiter) {
+    if (limiters.routes) {
         server.set_pre_routing_handler(
-            [&limiter, &config](const httplib::Request& req, httplib::Response& res) {
-                return limitRequest(*limiter, config, req, res);
+            [&limiters, &config](const httplib::Request& req, httplib::Response& res) {
+                return limitRequest(*limiters.routes, config, req, res);
             });
     }
     server.Get("/health", [](const httplib::Request&, httplib::Response& res) {
         res.set_content("ok\n", "text/plain");
     });
-    server.Post("/login", [](const httplib::Request&, httplib::Response& res) {
-        res.set_content("{\"welcome\":true}\n", "application/json");
-    });
+    server.Post("/login",
+                [&limiters, &config](const httplib::Request& req, httplib::Response& res) {
+                    login(limiters.login.get(), config, req, res);
+                });
     server.Get(R"(/api(/.*)?)", [](const httplib::Request& req, httplib::Response& res) {
         res.set_content(R"({"path":")" + req.path + "\"}\n", "application/json");
     });

@@ -122,9 +122,10 @@ struct Response {
     }
 };
 
-/// One request on its own connection (`Connection: close`), read to the end.
+/// One request on its own connection (`Connection: close`), read to the end. A non-empty
+/// `formBody` is sent as `application/x-www-form-urlencoded` (`user=alice&password=secret`).
 inline Response send(int port, std::string_view method, std::string_view target,
-                     std::string_view extraHeaders = {}) {
+                     std::string_view extraHeaders = {}, std::string_view formBody = {}) {
     const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     REQUIRE(fd >= 0);
     timeval timeout{10, 0};
@@ -138,7 +139,12 @@ inline Response send(int port, std::string_view method, std::string_view target,
     REQUIRE(::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0);
     std::string request = std::string(method) + " " + std::string(target) +
                           " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n" +
-                          std::string(extraHeaders) + "Content-Length: 0\r\n\r\n";
+                          std::string(extraHeaders);
+    if (!formBody.empty()) {
+        request += "Content-Type: application/x-www-form-urlencoded\r\n";
+    }
+    request += "Content-Length: " + std::to_string(formBody.size()) + "\r\n\r\n";
+    request += formBody;
     REQUIRE(::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
             static_cast<ssize_t>(request.size()));
     std::string raw;
