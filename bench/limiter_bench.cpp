@@ -11,6 +11,9 @@
 //                                            before the loop: the step without the clock
 //   BM_Set_TokenBucket_FixedWindow_Memory/...  a limit set of a token bucket and a fixed
 //                                            window, both admitting every call
+//   BM_Penalized_TokenBucket_Memory/...     the token bucket with a penalty no key meets
+//   BM_Tiered_TokenBucket_Memory/...        TieredLimiter of three token-bucket tiers, each
+//                                            key in a fixed tier: what tiers cost unswitched
 //   BM_TokenBucket_Memory_Hook/...          the same row with MemoryStorage::Options::onEvent
 //                                            set (it never fires): what the unused hook costs
 //   BM_Baseline_ClockRead                   SteadyClock::now() alone
@@ -52,6 +55,7 @@
 #include <ratelimit/limit.hpp>
 #include <ratelimit/limiter.hpp>
 #include <ratelimit/storage/memory.hpp>
+#include <ratelimit/tiers.hpp>
 
 namespace {
 
@@ -78,11 +82,17 @@ typename Set::Limits memberLimits() {
     (std::make_index_sequence<Set::kSize>{});
 }
 
+/// A penalty no row meets: what a penalized limiter pays when no key is ever blocked.
+constexpr ratelimit::Penalty kUnmetPenalty{Limit::kMaxCount, std::chrono::hours{1},
+                                           std::chrono::hours{1}};
+
 template <class Model>
 struct Allowed {
     static ratelimit::LimitOf<Model> make() {
         if constexpr (ratelimit::detail::kIsLimitSet<Model>) {
             return memberLimits<Model, Allowed>();
+        } else if constexpr (ratelimit::detail::kIsPenalized<Model>) {
+            return {Allowed<typename Model::Inner>::make(), kUnmetPenalty};
         } else if constexpr (Model::kBucket) {
             return Limit::perSecond(kBucketRate).withBurst(kBucketBurst);
         } else {
@@ -96,6 +106,8 @@ struct Denied {
     static ratelimit::LimitOf<Model> make() {
         if constexpr (ratelimit::detail::kIsLimitSet<Model>) {
             return memberLimits<Model, Denied>();
+        } else if constexpr (ratelimit::detail::kIsPenalized<Model>) {
+            return {Denied<typename Model::Inner>::make(), kUnmetPenalty};
         } else {
             return Limit::perDay(kDeniedCount);
         }
@@ -276,6 +288,47 @@ void BM_Limiter(benchmark::State& state) {
 template <class Model>
 void BM_LimiterHook(benchmark::State& state) {
     limiterRow<Model>(state, true);
+}
+
+/// Tiers of `Model`: three tiers of the row's limit, each key in the tier its index picks (a
+/// key keeps its tier: what a tiered limiter pays when tiers do not change).
+template <class Model>
+class TieredFixture final : public Fixture {
+public:
+    using Lim = ratelimit::TieredLimiter<Model>;
+
+    TieredFixture(std::size_t keyCount, bool denied)
+        : limiter(tiers(denied), ratelimit::MemoryStorage{}), keys(keySet(keyCount)) {
+        for (std::size_t i = 0; i < keys.size(); ++i) {
+            benchmark::DoNotOptimize(
+                limiter.tryAcquire(keys[i], tierOf(i), denied ? kDeniedCount : 1));
+        }
+    }
+
+    static typename Lim::TierId tierOf(std::size_t keyIndex) noexcept {
+        return static_cast<typename Lim::TierId>(keyIndex % 3);
+    }
+
+    Lim limiter;
+    const std::vector<std::string>& keys;
+
+private:
+    static std::vector<typename Lim::Tier> tiers(bool denied) {
+        const ratelimit::LimitOf<Model> limit =
+            denied ? Denied<Model>::make() : allowedLimit<Model>();
+        return {{"free", limit}, {"pro", limit}, {"enterprise", limit}};
+    }
+};
+
+template <class Model>
+void BM_Tiered(benchmark::State& state) {
+    const RowArgs args = rowArgs(state);
+    auto& f = sharedFixture<TieredFixture<Model>>(
+        fixtureId("tiered+" + std::string(Model::kName), args.keys, args.denied), args.keys,
+        args.denied);
+    runRow(state, f.keys, args, [&f](std::size_t i, std::string_view key, std::int64_t cost) {
+        return f.limiter.tryAcquire(key, TieredFixture<Model>::tierOf(i), cost);
+    });
 }
 
 template <class Model>
@@ -495,6 +548,15 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark(
         "BM_Set_TokenBucket_FixedWindow_Memory",
         &BM_Limiter<ratelimit::LimitSet<ratelimit::TokenBucketModel, ratelimit::FixedWindowModel>>)
+        ->Apply(givenNowMatrix);
+    // A penalty no key meets, and tiers no key changes, against the token bucket alone: what
+    // each decorator costs per check.
+    benchmark::RegisterBenchmark(
+        "BM_Penalized_TokenBucket_Memory",
+        &BM_Limiter<ratelimit::PenalizedModel<ratelimit::TokenBucketModel>>)
+        ->Apply(givenNowMatrix);
+    benchmark::RegisterBenchmark("BM_Tiered_TokenBucket_Memory",
+                                 &BM_Tiered<ratelimit::TokenBucketModel>)
         ->Apply(givenNowMatrix);
     benchmark::RegisterBenchmark("BM_TokenBucket_Memory_Hook",
                                  &BM_LimiterHook<ratelimit::TokenBucketModel>)

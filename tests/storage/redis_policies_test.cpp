@@ -341,6 +341,8 @@ TEMPLATE_TEST_CASE("RedisStorage: tiers carry a key over as in memory",
         replayTierWalk<TestType>(rng, limits, clock, memory, redis);
     }
     CHECK(storage.stats().failures == 0);
+    // One round trip per check, whatever its tier (a script's first load aside).
+    CHECK(storage.stats().requests - storage.stats().scriptResends == 10 * 150);
 }
 
 TEMPLATE_TEST_CASE("RedisStorage: a penalty strikes, blocks and expires as in memory",
@@ -365,6 +367,8 @@ TEMPLATE_TEST_CASE("RedisStorage: a penalty strikes, blocks and expires as in me
         replayRandomWalk<TestType>(rng, limits, clock, memory, redis, round % 2 == 1);
     }
     CHECK(storage.stats().failures == 0);
+    // One round trip per check, strikes and blocks included (a script's first load aside).
+    CHECK(storage.stats().requests - storage.stats().scriptResends == 12 * 150);
 }
 
 TEST_CASE("RedisStorage: a blocked key outlives its block in Redis, not the model's reset",
