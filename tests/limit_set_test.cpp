@@ -328,6 +328,57 @@ TEST_CASE("LimitSet: dry-run admits what the set refuses and reports the refusal
     CHECK(each[1].remaining == 2);
 }
 
+TEST_CASE("LimitSet: a member in dry-run reports its refusals but never refuses the set",
+          "[limit_set]") {
+    // A new daily cap of 12 watched beside the enforced bucket: the set decides as the bucket
+    // alone, and the day's refusals are reported and counted.
+    using Set = LimitSet<TokenBucketModel, FixedWindowModel>;
+    ManualClock clock;
+    LimiterOptions options;
+    options.dryRunMembers = 0b10;
+    MemoryLimiter<Set> watched({Limit::perMinute(30).withBurst(10), Limit::perDay(12)},
+                               MemoryStorage{}, clock, options);
+    MemoryLimiter<TokenBucketModel> bucket(Limit::perMinute(30).withBurst(10), MemoryStorage{},
+                                           clock);
+    MemoryLimiter<FixedWindowModel> day(Limit::perDay(12), MemoryStorage{}, clock);
+    std::int64_t dayWouldRefuse = 0;
+    for (int i = 0; i < 60; ++i) {
+        clock.set(std::chrono::seconds{i});
+        Set::Decisions each;
+        const Decision w = watched.tryAcquire("k", 1, each);
+        const Decision b = bucket.tryAcquire("k");
+        INFO("call " << i << ": " << describe(w));
+        REQUIRE(w.allowed == b.allowed);
+        REQUIRE(w.policy == 0);  // the enforced member binds, always
+        REQUIRE(w.remaining == b.remaining);
+        // The day's member as it would decide alone, fed only what the set admitted.
+        const Decision d = w.allowed ? day.tryAcquire("k") : day.peek("k");
+        REQUIRE(each[1].allowed);
+        REQUIRE(each[1].wouldRefuse == !d.allowed);
+        REQUIRE(each[1].remaining == d.remaining);
+        REQUIRE(w.wouldRefuse == (w.allowed && !d.allowed));
+        dayWouldRefuse += w.wouldRefuse ? 1 : 0;
+    }
+    CHECK(dayWouldRefuse > 0);
+    CHECK(watched.dryRunRefusals() == static_cast<std::uint64_t>(dayWouldRefuse));
+    // Some member stays enforced, and only a set has members.
+    LimiterOptions all;
+    all.dryRunMembers = 0b11;
+    CHECK_THROWS_WITH(
+        MemoryLimiter<Set>({Limit::perMinute(1), Limit::perDay(1)}, MemoryStorage{}, clock, all),
+        Catch::Matchers::Contains("LimiterOptions.dryRunMembers"));
+    LimiterOptions beyond;
+    beyond.dryRunMembers = 0b100;
+    CHECK_THROWS_WITH(
+        MemoryLimiter<Set>({Limit::perMinute(1), Limit::perDay(1)}, MemoryStorage{}, clock, beyond),
+        Catch::Matchers::Contains("LimiterOptions.dryRunMembers"));
+    LimiterOptions single;
+    single.dryRunMembers = 1;
+    CHECK_THROWS_WITH(
+        MemoryLimiter<TokenBucketModel>(Limit::perMinute(1), MemoryStorage{}, clock, single),
+        Catch::Matchers::Contains("LimiterOptions.dryRunMembers"));
+}
+
 TEST_CASE("LimitSet: the response fields list every member, and the binding one's legacy fields",
           "[limit_set][http]") {
     using Set = LimitSet<TokenBucketModel, FixedWindowModel>;

@@ -75,8 +75,9 @@ public:
           storage_(std::move(storage)),
           clock_(std::move(clock)),
           options_(std::move(options)),
-          dryRunRefusals_(options_.dryRun ? detail::Ref<DryRunCount>::make()
-                                          : detail::Ref<DryRunCount>{}),
+          dryRunRefusals_(options_.dryRun || options_.dryRunMembers != 0
+                              ? detail::Ref<DryRunCount>::make()
+                              : detail::Ref<DryRunCount>{}),
           table_(storage_.template table<Model>(options_, makeQuota(limit, options_))) {}
 
     /// Decides whether `key` may spend `cost` now, and spends it if so. The storage reads the
@@ -199,8 +200,9 @@ public:
         }
     }
 
-    /// Dry-run only (`LimiterOptions::dryRun`): the calls to `tryAcquire` it admitted that
-    /// enforcing would have refused, since it was made (shared by its copies); 0 otherwise.
+    /// Dry-run only (`LimiterOptions::dryRun`, `dryRunMembers`): the calls to `tryAcquire` it
+    /// admitted that enforcing would have refused (a dry-run member's refusal included), since
+    /// it was made (shared by its copies); 0 otherwise.
     [[nodiscard]] std::uint64_t dryRunRefusals() const noexcept {
         return dryRunRefusals_ ? dryRunRefusals_->count.load(std::memory_order_relaxed) : 0;
     }
@@ -217,11 +219,17 @@ private:
         std::atomic<std::uint64_t> count{0};
     };
 
-    /// Dry-run: admits what enforcing refuses (a branch on refusals alone otherwise).
+    /// Dry-run: admits what enforcing refuses, and counts it with what a set's dry-run members
+    /// would have refused (a branch on refusals alone otherwise).
     void dryRun(Decision& d, StepMode mode) noexcept {
-        if (!d.allowed && dryRunRefusals_) [[unlikely]] {
-            d.allowed = true;
-            d.wouldRefuse = true;
+        if ((!d.allowed || d.wouldRefuse) && dryRunRefusals_) [[unlikely]] {
+            if (!d.allowed) {
+                if (!options_.dryRun) {
+                    return;  // an enforced member refused
+                }
+                d.allowed = true;
+                d.wouldRefuse = true;
+            }
             if (mode == StepMode::kConsume) {
                 dryRunRefusals_->count.fetch_add(1, std::memory_order_relaxed);
             }
@@ -232,7 +240,7 @@ private:
     static void dryRunMembers(const Decision& d, Decisions& each) noexcept {
         if (d.wouldRefuse) [[unlikely]] {
             detail::forEachDecision(each, [](Decision& member) {
-                member.wouldRefuse = !member.allowed;
+                member.wouldRefuse = member.wouldRefuse || !member.allowed;
                 member.allowed = true;
             });
         }
@@ -264,7 +272,38 @@ private:
         if constexpr (kPlainLimit) {
             quota.keyTimeSpread = phased(options) ? phaseTicks(limit.period.count() - 1) : 0;
         }
+        setDryRunMembers(quota, options.dryRunMembers);
         return quota;
+    }
+
+    /// Puts `mask`'s members of a limit set (a tier's set, each) in dry-run. Throws:
+    /// `std::invalid_argument` for a member the set lacks, all of its members, or any member
+    /// of a model that is not a set.
+    template <class Q>
+    static void setDryRunMembers(Q& quota, std::uint64_t mask) {
+        if constexpr (requires { quota.tiers; }) {
+            for (auto& tier : quota.tiers) {
+                setDryRunMembers(tier, mask);
+            }
+        } else if constexpr (requires { quota.dryRunMembers; }) {
+            const std::size_t size = quota.members.size();
+            const std::uint64_t all =
+                size >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << size) - 1;
+            if ((mask & ~all) != 0 || mask == all) {
+                detail::throwInvalidArgument(
+                    "LimiterOptions.dryRunMembers names members of a set of {} (bits 0..{}) and "
+                    "leaves one enforced (got {}); LimiterOptions.dryRun puts the whole set in "
+                    "dry-run",
+                    {static_cast<std::int64_t>(size), static_cast<std::int64_t>(size - 1),
+                     static_cast<std::int64_t>(mask)});
+            }
+            quota.setDryRunMembers(mask);
+        } else if (mask != 0) {
+            detail::throwInvalidArgument(
+                "LimiterOptions.dryRunMembers is for a limit set's members (got {}); "
+                "LimiterOptions.dryRun puts a single limit in dry-run",
+                {static_cast<std::int64_t>(mask)});
+        }
     }
 
     /// Whether the limiter enforces one `Limit` (not a limit set, nor a penalty around one):

@@ -59,6 +59,12 @@ struct LimiterOptions {
     /// refusal consumes nothing, so every key's state is the one enforcing would have.
     /// Default off.
     bool dryRun = false;
+    /// A limit set's members in dry-run, bit `i` for member `i` (0: none, the default): such a
+    /// member decides and reports its decision in the members' decisions, marked `wouldRefuse`
+    /// when it would refuse, but never refuses the set; an admitted set whose dry-run member
+    /// would have refused is marked `wouldRefuse` and counted (`Limiter::dryRunRefusals`). Some
+    /// member must stay enforced (`dryRun` puts the whole set in dry-run).
+    std::uint64_t dryRunMembers = 0;
 };
 
 }  // namespace v1

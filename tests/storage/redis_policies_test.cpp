@@ -371,6 +371,29 @@ TEMPLATE_TEST_CASE("RedisStorage: a penalty strikes, blocks and expires as in me
     CHECK(storage.stats().requests - storage.stats().scriptResends == 12 * 150);
 }
 
+TEMPLATE_LIST_TEST_CASE("RedisStorage: a set with a member in dry-run decides as in memory",
+                        "[redis_storage][redis][limit_set][dry_run]", RedisSets) {
+    using Set = TestType;
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    const RedisStorage storage(storageOptions(*server, "rl-set-dry-run"));
+    Rng rng(testSeed() + 41 + Set::kSize);
+    for (int round = 0; round < 8; ++round) {
+        INFO("round " << round);
+        const auto limits = randomLimits<Set>(rng);
+        LimiterOptions options = walkOptions("dry" + std::to_string(round));
+        options.dryRunMembers = std::uint64_t{1} << (static_cast<std::size_t>(round) % Set::kSize);
+        ManualClock clock;
+        MemoryLimiter<Set> memory(limits, MemoryStorage{}, clock, options);
+        RedisLimiter<Set> redis(limits, storage, clock, options);
+        replayRandomWalk<Set>(rng, limits, clock, memory, redis);
+        CHECK(memory.dryRunRefusals() == redis.dryRunRefusals());
+    }
+    CHECK(storage.stats().failures == 0);
+}
+
 TEST_CASE("RedisStorage: a blocked key outlives its block in Redis, not the model's reset",
           "[redis_storage][redis][penalty]") {
     const auto server = startServer();

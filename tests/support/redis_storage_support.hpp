@@ -185,8 +185,8 @@ inline std::int64_t ceilMs(std::chrono::nanoseconds d) {
 }
 
 /// Empty when `redis` equals `memory` as docs/semantics.md promises ("one behaviour, two
-/// stores"): equal `allowed`, `remaining` and `limit`, durations within 1 µs (kNever on both
-/// sides together), not degraded. Otherwise what differs, and both decisions.
+/// stores"): equal `allowed`, `remaining`, `limit` and `wouldRefuse`, durations within 1 µs (kNever
+/// on both sides together), not degraded. Otherwise what differs, and both decisions.
 inline std::string parity(const ratelimit::Decision& memory, const ratelimit::Decision& redis) {
     using std::chrono::microseconds;
     std::ostringstream out;
@@ -198,6 +198,9 @@ inline std::string parity(const ratelimit::Decision& memory, const ratelimit::De
     }
     if (memory.limit != redis.limit) {
         out << "limit differs; ";
+    }
+    if (memory.wouldRefuse != redis.wouldRefuse) {
+        out << "wouldRefuse differs; ";
     }
     if (memory.never() != redis.never()) {
         out << "kNever on one side only; ";

@@ -102,6 +102,8 @@ requires(sizeof...(Ms) >= 2 && (std::is_same_v<QuotaOf<Ms>, Quota> && ...)) stru
     /// capacity (no cost above it can pass), the tick and the late-call tolerance.
     struct QuotaType : Quota {
         std::array<Quota, kSize> members{};
+        /// The members in dry-run (`LimiterOptions::dryRunMembers`), bit `i` for member `i`.
+        std::uint64_t dryRunMembers = 0;
 
         /// Compiles each member's limit (see `Quota::make`). Throws: `std::invalid_argument`.
         template <class Self>
@@ -119,8 +121,24 @@ requires(sizeof...(Ms) >= 2 && (std::is_same_v<QuotaOf<Ms>, Quota> && ...)) stru
             return q;
         }
 
+        /// Puts the members of `mask` in dry-run (`LimiterOptions::dryRunMembers`; the limiter
+        /// checks it): the smallest capacity is then the enforced members', the most a call
+        /// may cost and still pass.
+        void setDryRunMembers(std::uint64_t mask) noexcept {
+            dryRunMembers = mask;
+            capacity = 0;
+            for (std::size_t i = 0; i < kSize; ++i) {
+                if (((mask >> i) & 1U) == 0 && (capacity == 0 || members[i].capacity < capacity)) {
+                    capacity = members[i].capacity;
+                }
+            }
+        }
+
         /// Whether two sets' quotas agree member by member (`detail::sameQuota`).
         friend bool operator==(const QuotaType& a, const QuotaType& b) noexcept {
+            if (a.dryRunMembers != b.dryRunMembers) {
+                return false;
+            }
             for (std::size_t i = 0; i < kSize; ++i) {
                 if (!detail::sameQuota(a.members[i], b.members[i])) {
                     return false;
@@ -172,7 +190,19 @@ requires(sizeof...(Ms) >= 2 && (std::is_same_v<QuotaOf<Ms>, Quota> && ...)) stru
     }
 
     /// The binding member's decision, with its index in `policy` (see the class comment).
-    static Decision bind(const Decisions& each) noexcept { return bindAll(each, Indices{}); }
+    static Decision bind(const Decisions& each) noexcept { return bindAll(each, 0, Indices{}); }
+
+    /// The set's decision from its members' (`step`, and the Redis script's reply): the
+    /// binding member's among the enforced ones. A dry-run member's refusal is reported in
+    /// `each` as admitted and `wouldRefuse`, and marks an admitted set's decision
+    /// `wouldRefuse`. The one home of the set's rule.
+    static Decision bind(Decisions& each, const QuotaType& q) noexcept {
+        Decision d = bindAll(each, q.dryRunMembers, Indices{});
+        if (q.dryRunMembers != 0) [[unlikely]] {
+            markDryRun(d, each, q.dryRunMembers);
+        }
+        return d;
+    }
 
     static bool isFresh(const State& state, const QuotaType& q, Tick now) {
         bool fresh = true;
@@ -228,10 +258,27 @@ private:
         const State before = state;
         ((each[I] = Member<I>::step(detail::member<I>(state.members), q.members[I], now, cost)),
          ...);
-        if (!(each[I].allowed && ...)) [[unlikely]] {
+        if (!((each[I].allowed || dryRun<I>(q.dryRunMembers)) && ...)) [[unlikely]] {
             (undoAdmission<I>(state, before, q, now, each), ...);
         }
-        return bindAll(each, members);
+        (void)members;
+        return bind(each, q);
+    }
+
+    template <std::size_t I>
+    static constexpr bool dryRun(std::uint64_t mask) noexcept {
+        return ((mask >> I) & 1U) != 0;
+    }
+
+    /// A dry-run member's refusal admits (`wouldRefuse`), and so marks an admitted set.
+    static void markDryRun(Decision& d, Decisions& each, std::uint64_t mask) noexcept {
+        for (std::size_t i = 0; i < kSize; ++i) {
+            if (((mask >> i) & 1U) != 0 && !each[i].allowed) {
+                each[i].allowed = true;
+                each[i].wouldRefuse = true;
+                d.wouldRefuse = d.wouldRefuse || d.allowed;
+            }
+        }
     }
 
     /// After the set refused: member `I`, had it admitted, goes back to its state before and
@@ -246,21 +293,27 @@ private:
         }
     }
 
+    /// The binding member among those not in `dryRunMask` (the first enforced member, then
+    /// any that binds more tightly).
     template <std::size_t... I>
-    RATELIMIT_INLINE static Decision bindAll(const Decisions& each,
+    RATELIMIT_INLINE static Decision bindAll(const Decisions& each, std::uint64_t dryRunMask,
                                              std::index_sequence<I...> /*members*/) noexcept {
-        Decision best = each[0];
         std::uint32_t binding = 0;
-        (consider<I>(each, best, binding), ...);
+        while (((dryRunMask >> binding) & 1U) != 0 && binding + 1 < kSize) {
+            ++binding;
+        }
+        Decision best = each[binding];
+        (consider<I>(each, dryRunMask, best, binding), ...);
         best.policy = binding;
         return best;
     }
 
-    /// Member `I` binds instead of `best` if it binds more tightly (`detail::bindsTighter`).
+    /// Member `I`, enforced, binds instead of `best` if it binds more tightly
+    /// (`detail::bindsTighter`).
     template <std::size_t I>
-    RATELIMIT_INLINE static void consider(const Decisions& each, Decision& best,
-                                          std::uint32_t& binding) noexcept {
-        if (I > 0 && detail::bindsTighter(each[I], best)) {
+    RATELIMIT_INLINE static void consider(const Decisions& each, std::uint64_t dryRunMask,
+                                          Decision& best, std::uint32_t& binding) noexcept {
+        if (I > binding && !dryRun<I>(dryRunMask) && detail::bindsTighter(each[I], best)) {
             best = each[I];
             binding = I;
         }

@@ -493,12 +493,14 @@ inline std::string composeScript(const ScriptModel& model,
 /// The main chunk of a limit set's script (`LimitSetModel`; each member `i` has its glue with
 /// the suffix `i`): the late-call rule at the latest of the members' last writes, every
 /// member's step at one time, then the writes of all or nothing: every member's when all
-/// admit, and otherwise a refusing member's rebase alone (an admitting member reports its
-/// figures as they stand, from its state read again). Returns {allowed 1/0, then per member:
-/// allowed 1/0, remaining, retry µs (-1 = never), reset µs}; C++ picks the binding member
-/// (`LimitSetModel::bind`), so the rule has one home. A refund (`ARGV[3] == '2'`) gives back
-/// up to the cost to every member and answers their figures as they stand.
-inline std::string setMain(std::size_t members) {
+/// admit (all but the members in dry-run: `ARGV[dryRunArgument]` holds a `0` or `1` per
+/// member, `LimitSetModel::QuotaType::dryRunMembers`), and otherwise a refusing member's rebase
+/// alone (an admitting member reports its figures as they stand, from its state read again).
+/// Returns {allowed 1/0, then per member: allowed 1/0, remaining, retry µs (-1 = never), reset
+/// µs}; C++ picks the binding member and marks dry-run refusals (`LimitSetModel::bind`), so the
+/// rule has one home. A refund (`ARGV[3] == '2'`) gives back up to the cost to every member and
+/// answers their figures as they stand.
+inline std::string setMain(std::size_t members, std::size_t dryRunArgument) {
     const auto each = [members](std::string& out, const std::string& line) {
         for (std::size_t i = 1; i <= members; ++i) {
             std::string text = line;
@@ -555,7 +557,8 @@ inline std::string setMain(std::size_t members) {
     out.append("end\n");
     each(out,
          "written#, allowed#, remaining#, retry#, reset# = model#.step(state#, q#, now, cost)\n");
-    each(out, "allowed = allowed and allowed#\n");
+    out.append("local dryRun = ARGV[" + std::to_string(dryRunArgument) + "]\n");
+    each(out, "allowed = allowed and (allowed# or string.sub(dryRun, #, #) == '1')\n");
     out.append("local consume = cost > 0 and ARGV[3] == '1'\n");
     // A member carried over from another limit is stored by a consuming call, as in memory.
     each(out,
@@ -596,7 +599,8 @@ inline std::string composeSetScript(std::span<const ScriptModel> members,
         }
     }
     body.append(kLuaCall);
-    const std::string main = setMain(members.size());
+    const std::string main =
+        setMain(members.size(), kCallArguments.size() + 1 + members.size() * quotaFields.size());
     for (std::size_t i = 0; i < members.size(); ++i) {
         const GlueSite site{std::to_string(i + 1), i + 1,
                             kCallArguments.size() + 1 + i * quotaFields.size(), true};

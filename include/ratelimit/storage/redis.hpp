@@ -283,6 +283,12 @@ std::vector<std::string> quotaArguments(const QuotaOf<M>& q) {
         for (const Quota& member : q.members) {
             appendQuotaArguments(values, member);
         }
+        // The members in dry-run, a `0` or `1` each (`setMain`).
+        std::string dryRun(M::kSize, '0');
+        for (std::size_t i = 0; i < M::kSize; ++i) {
+            dryRun[i] = ((q.dryRunMembers >> i) & 1U) != 0 ? '1' : '0';
+        }
+        values.push_back(std::move(dryRun));
     } else {
         appendQuotaArguments(values, q);
         if constexpr (kIsPenalized<M>) {
@@ -717,10 +723,11 @@ private:
                 const std::int64_t* f = &v[1 + kMemberFields * i];
                 members[i] = decisionOf(quota.members[i], f[0] != 0, f[1], f[2], f[3]);
             }
+            const Decision d = Scripted::bind(members, quota);
             if (each != nullptr) {
                 *each = members;
             }
-            return Scripted::bind(members);
+            return d;
         } else {
             (void)each;
             return decisionOf(quota, v[0] != 0, v[2], v[3], v[4]);
@@ -777,7 +784,7 @@ private:
             for (std::size_t i = 0; i < Scripted::kSize; ++i) {
                 members[i] = answered(called.members[i].capacity, asked, untilProbe);
             }
-            d = Scripted::bind(members);
+            d = Scripted::bind(members, called);
             if (detail::EachOf<Scripted>* inner = detail::callEach<M>(each); inner != nullptr) {
                 *inner = members;
             }
