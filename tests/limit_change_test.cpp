@@ -42,18 +42,6 @@ Limit randomLimit(Rng& rng) {
     return Model::kBucket ? limit.withBurst(uniform(rng, 1, 30)) : limit;
 }
 
-/// What a key has left right after a change from a limit of capacity `from`, where it had
-/// `left`, to one of capacity `to` (docs/semantics.md, "Changing a limit"): the smaller of what
-/// the old limit leaves it and what the new one leaves after its consumption; all of the new
-/// limit for a key that consumed nothing.
-std::int64_t leftAfterChange(std::int64_t from, std::int64_t left, std::int64_t to) {
-    const std::int64_t consumed = from - left;
-    if (consumed == 0) {
-        return to;
-    }
-    return std::max<std::int64_t>(0, std::min(left, to - consumed));
-}
-
 }  // namespace
 
 TEMPLATE_TEST_CASE("setLimit: right after a change a key has left what both limits leave it",

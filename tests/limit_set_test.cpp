@@ -6,15 +6,12 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <latch>
 #include <random>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -217,22 +214,8 @@ TEST_CASE("LimitSet: with time frozen, 8 threads on one key admit exactly the bi
         ManualClock clock;
         clock.set(1h);
         MemoryLimiter<Set> limiter(limits, MemoryStorage{}, clock);
-        std::atomic<std::int64_t> admitted{0};
-        std::latch start(8);
-        std::vector<std::thread> threads;
-        threads.reserve(8);
-        for (int t = 0; t < 8; ++t) {
-            threads.emplace_back([&] {
-                start.arrive_and_wait();
-                for (int i = 0; i < 20; ++i) {
-                    admitted += limiter.tryAcquire("hot").allowed ? 1 : 0;
-                }
-            });
-        }
-        for (std::thread& t : threads) {
-            t.join();
-        }
-        CHECK(admitted.load() == expected);
+        CHECK(admittedFromThreads(8, 20, [&] { return limiter.tryAcquire("hot").allowed; }) ==
+              expected);
         Set::Decisions each;
         (void)limiter.peek("hot", 0, each);
         CHECK(each[0].remaining == limits[0].burst - expected);

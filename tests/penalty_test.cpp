@@ -6,14 +6,10 @@
 // Bad penalties throw naming the field. The Redis side, the same decisions in one script, is
 // in tests/storage/redis_policies_test.cpp.
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <latch>
 #include <stdexcept>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include <ratelimit/ratelimit.hpp>
 
@@ -178,21 +174,7 @@ TEST_CASE("Penalty: 8 threads on one penalized key admit exactly the limit", "[p
     ManualClock clock;
     Penalized<TokenBucketModel> limiter(
         {Limit::perHour(1000).withBurst(500), Penalty{1000000, 1h, 1h}}, MemoryStorage{}, clock);
-    std::atomic<std::int64_t> admitted{0};
-    std::latch start(8);
-    std::vector<std::thread> threads;
-    for (int t = 0; t < 8; ++t) {
-        threads.emplace_back([&] {
-            start.arrive_and_wait();
-            for (int i = 0; i < 200; ++i) {
-                admitted += limiter.tryAcquire("hot").allowed ? 1 : 0;
-            }
-        });
-    }
-    for (std::thread& t : threads) {
-        t.join();
-    }
-    CHECK(admitted == 500);
+    CHECK(admittedFromThreads(8, 200, [&] { return limiter.tryAcquire("hot").allowed; }) == 500);
     // 1,100 refusals: strikes short of the million, so no block.
     CHECK(limiter.peek("hot", 0).allowed);
 }

@@ -6,16 +6,12 @@
 // front; 8 threads on one key admit exactly its tier's burst. The Redis side is in
 // tests/storage/redis_policies_test.cpp.
 
-#include <algorithm>
 #include <array>
-#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <latch>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <ratelimit/ratelimit.hpp>
@@ -45,16 +41,6 @@ std::vector<Plans::Tier> tierTable() {
     return {{"free", {Limit::perMinute(30).withBurst(10), Limit::perDay(1000)}},
             {"pro", {Limit::perMinute(300).withBurst(50), Limit::perDay(50000)}},
             {"enterprise", {Limit::perMinute(3000).withBurst(200), Limit::perDay(500000)}}};
-}
-
-/// What a key has left right after its tier changes from one of capacity `from`, where it had
-/// `left`, to one of capacity `to` (docs/semantics.md, "Changing a limit").
-std::int64_t leftAfterChange(std::int64_t from, std::int64_t left, std::int64_t to) {
-    const std::int64_t consumed = from - left;
-    if (consumed == 0) {
-        return to;
-    }
-    return std::max<std::int64_t>(0, std::min(left, to - consumed));
 }
 
 }  // namespace
@@ -120,6 +106,7 @@ TEST_CASE("Tiers: random switches carry each key over as a change of limit does"
     for (int round = 0; round < 40; ++round) {
         std::vector<Single::Tier> tiers;
         const int count = static_cast<int>(uniform(rng, 2, 4));
+        tiers.reserve(static_cast<std::size_t>(count));
         for (int t = 0; t < count; ++t) {
             tiers.push_back({"t" + std::to_string(t),
                              Limit::perMinute(uniform(rng, 1, 20)).withBurst(uniform(rng, 1, 30))});
@@ -153,21 +140,8 @@ TEST_CASE("Tiers: 8 threads on one key admit exactly its tier's burst", "[tiers]
     ManualClock clock;
     Plans plans(tierTable(), MemoryStorage{}, clock);
     const Plans::TierId enterprise = plans.tier("enterprise");
-    std::atomic<std::int64_t> admitted{0};
-    std::latch start(8);
-    std::vector<std::thread> threads;
-    for (int t = 0; t < 8; ++t) {
-        threads.emplace_back([&] {
-            start.arrive_and_wait();
-            for (int i = 0; i < 100; ++i) {
-                admitted += plans.tryAcquire("hot", enterprise).allowed ? 1 : 0;
-            }
-        });
-    }
-    for (std::thread& t : threads) {
-        t.join();
-    }
-    CHECK(admitted == 200);
+    CHECK(admittedFromThreads(8, 100,
+                              [&] { return plans.tryAcquire("hot", enterprise).allowed; }) == 200);
 }
 
 TEST_CASE("Tiers: registered and checked up front; setLimit changes one tier", "[tiers][config]") {

@@ -328,6 +328,8 @@ TEMPLATE_TEST_CASE("RedisStorage: tiers carry a key over as in memory",
         std::vector<ratelimit::LimitOf<TestType>> limits;
         std::vector<typename ratelimit::TieredLimiter<TestType>::Tier> tiers;
         const auto count = uniform(rng, 2, 3);
+        limits.reserve(static_cast<std::size_t>(count));
+        tiers.reserve(static_cast<std::size_t>(count));
         for (std::int64_t t = 0; t < count; ++t) {
             limits.push_back(randomLimits<TestType>(rng));
             tiers.push_back({"t" + std::to_string(t), limits.back()});
@@ -342,7 +344,45 @@ TEMPLATE_TEST_CASE("RedisStorage: tiers carry a key over as in memory",
     }
     CHECK(storage.stats().failures == 0);
     // One round trip per check, whatever its tier (a script's first load aside).
-    CHECK(storage.stats().requests - storage.stats().scriptResends == 10 * 150);
+    CHECK(storage.stats().requests - storage.stats().scriptResends == std::uint64_t{10} * 150);
+}
+
+TEST_CASE("RedisStorage: the tier table, a free key's burst and then one call per 2 s all day",
+          "[redis_storage][redis][tiers]") {
+    using Set = LimitSet<TokenBucketModel, FixedWindowModel>;
+    using Plans = ratelimit::TieredLimiter<Set, RedisStorage, ManualClock>;
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    const RedisStorage storage(storageOptions(*server, "rl-tier-table"));
+    ManualClock clock;
+    Plans plans({{"free", {Limit::perMinute(30).withBurst(10), Limit::perDay(1000)}},
+                 {"pro", {Limit::perMinute(300).withBurst(50), Limit::perDay(50000)}},
+                 {"enterprise", {Limit::perMinute(3000).withBurst(200), Limit::perDay(500000)}}},
+                storage, clock, walkOptions("plans"));
+    const Plans::TierId free = plans.tier("free");
+    std::int64_t admitted = 0;
+    for (int i = 0; i < 15; ++i) {
+        admitted += plans.tryAcquire("api-key-1", free).allowed ? 1 : 0;
+    }
+    CHECK(admitted == 10);
+    Decision last;
+    for (int second = 2; second < 24 * 3600; second += 2) {
+        clock.set(std::chrono::seconds{second});
+        last = plans.tryAcquire("api-key-1", free);
+        if (!last.allowed) {
+            break;
+        }
+        ++admitted;
+    }
+    CHECK(admitted == 1000);
+    CHECK(last.policy == 1);  // the day's member binds
+    // Upgraded to pro: no more today than free's day leaves (docs/semantics.md, "Tiers").
+    const Decision pro = plans.tryAcquire("api-key-1", plans.tier("pro"));
+    CHECK(!pro.allowed);
+    CHECK(pro.policy == 1);
+    CHECK(storage.stats().failures == 0);
 }
 
 TEMPLATE_TEST_CASE("RedisStorage: a penalty strikes, blocks and expires as in memory",
@@ -368,7 +408,7 @@ TEMPLATE_TEST_CASE("RedisStorage: a penalty strikes, blocks and expires as in me
     }
     CHECK(storage.stats().failures == 0);
     // One round trip per check, strikes and blocks included (a script's first load aside).
-    CHECK(storage.stats().requests - storage.stats().scriptResends == 12 * 150);
+    CHECK(storage.stats().requests - storage.stats().scriptResends == std::uint64_t{12} * 150);
 }
 
 TEMPLATE_LIST_TEST_CASE("RedisStorage: a set with a member in dry-run decides as in memory",

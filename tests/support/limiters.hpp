@@ -2,14 +2,20 @@
 
 // What most tests do with limiters: name the five models, build one over the memory storage and
 // a ManualClock, know what a fresh key offers, and send requests the usual way (a batch of cost-1
-// requests at the limiter's own clock time, or cost-1 requests until the first refusal; any
-// type with a limiter's `tryAcquire(key)` will do).
+// requests at the limiter's own clock time, cost-1 requests until the first refusal, or calls
+// from 8 threads started together; any type with a limiter's `tryAcquire(key)` will do), and what
+// a key has left after a change of limit.
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <latch>
 #include <string_view>
+#include <thread>
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include <ratelimit/algorithms/algorithm.hpp>
 #include <ratelimit/clock.hpp>
@@ -93,6 +99,40 @@ std::int64_t drain(L& limiter, std::string_view key, std::int64_t cap) {
         ++admitted;
     }
     return admitted;
+}
+
+/// Runs `calls` calls of `admits()` (true when the call was admitted) on each of `threads`
+/// threads, all started together; returns how many were admitted.
+template <class Admits>
+std::int64_t admittedFromThreads(int threads, int calls, Admits&& admits) {
+    std::atomic<std::int64_t> admitted{0};
+    std::latch start(threads);
+    std::vector<std::thread> running;
+    running.reserve(static_cast<std::size_t>(threads));
+    for (int t = 0; t < threads; ++t) {
+        running.emplace_back([&] {
+            start.arrive_and_wait();
+            for (int i = 0; i < calls; ++i) {
+                admitted += admits() ? 1 : 0;
+            }
+        });
+    }
+    for (std::thread& t : running) {
+        t.join();
+    }
+    return admitted.load();
+}
+
+/// What a key has left right after a change from a limit of capacity `from`, where it had
+/// `left`, to one of capacity `to` (docs/semantics.md, "Changing a limit"): the smaller of what
+/// the old limit leaves it and what the new one leaves after its consumption; all of the new
+/// limit for a key that consumed nothing.
+inline std::int64_t leftAfterChange(std::int64_t from, std::int64_t left, std::int64_t to) {
+    const std::int64_t consumed = from - left;
+    if (consumed == 0) {
+        return to;
+    }
+    return std::max<std::int64_t>(0, std::min(left, to - consumed));
 }
 
 }  // namespace ratelimit_test

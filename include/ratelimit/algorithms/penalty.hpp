@@ -322,19 +322,20 @@ struct PenalizedModel {
                 Penalty{q.strikes, nanos(q.strikeWindow), nanos(q.blockTicks)}};
     }
 
-    /// The script's Lua: the inner model's, the penalty's, then this model's table.
+    /// The script's Lua: the inner model's, the penalty's, then this model's table
+    /// (`local <kName> = penalizedOf(<M::kName>)`, in pieces: no constant joined at compile
+    /// time).
     static constexpr auto kLua = [] {
-        std::array<std::string_view, std::size(M::kLua) + 6> pieces{};
+        constexpr std::array<std::string_view, 6> own{detail::kPenaltyLua, "local ", kName,
+                                                      " = penalizedOf(",   M::kName, ")\n"};
+        std::array<std::string_view, std::size(M::kLua) + own.size()> pieces{};
         std::size_t at = 0;
         for (const std::string_view piece : M::kLua) {
             pieces[at++] = piece;
         }
-        pieces[at++] = detail::kPenaltyLua;
-        pieces[at++] = "local ";
-        pieces[at++] = kName;
-        pieces[at++] = " = penalizedOf(";
-        pieces[at++] = M::kName;
-        pieces[at++] = ")\n";
+        for (const std::string_view piece : own) {
+            pieces[at++] = piece;
+        }
         return pieces;
     }();
     static constexpr std::array<std::string_view, std::size(M::kStateFields) + 2> kStateFields =
