@@ -326,14 +326,14 @@ struct PenalizedModel {
     /// (`local <kName> = penalizedOf(<M::kName>)`, in pieces: no constant joined at compile
     /// time).
     static constexpr auto kLua = [] {
-        constexpr std::array<std::string_view, 6> own{detail::kPenaltyLua, "local ", kName,
-                                                      " = penalizedOf(",   M::kName, ")\n"};
-        std::array<std::string_view, std::size(M::kLua) + own.size()> pieces{};
+        constexpr std::array<std::string_view, 6> kOwn{detail::kPenaltyLua, "local ", kName,
+                                                       " = penalizedOf(",   M::kName, ")\n"};
+        std::array<std::string_view, std::size(M::kLua) + kOwn.size()> pieces{};
         std::size_t at = 0;
         for (const std::string_view piece : M::kLua) {
             pieces[at++] = piece;
         }
-        for (const std::string_view piece : own) {
+        for (const std::string_view piece : kOwn) {
             pieces[at++] = piece;
         }
         return pieces;
