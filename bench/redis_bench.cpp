@@ -264,9 +264,10 @@ struct Evalsha {
     [[nodiscard]] std::vector<std::string> arguments(std::string_view key) const {
         std::string request;
         const std::array<std::string, 1> keys{keyOf(key)};
-        ratelimit::detail::appendScriptRequest(request, "EVALSHA", sha, keys,
-                                               {.now = "", .cost = 1, .consume = true, .phase = 0},
-                                               quotaArguments);
+        ratelimit::detail::appendScriptRequest(
+            request, "EVALSHA", sha, keys,
+            {.now = "", .cost = 1, .mode = ratelimit::StepMode::kConsume, .phase = 0},
+            quotaArguments);
         return rt::argvOf(request);
     }
 
