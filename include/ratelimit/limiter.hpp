@@ -23,6 +23,7 @@
 #include <ratelimit/detail/siphash.hpp>
 #include <ratelimit/detail/throw.hpp>
 #include <ratelimit/limit.hpp>
+#include <ratelimit/listener.hpp>
 #include <ratelimit/options.hpp>
 #include <ratelimit/storage/memory.hpp>
 #include <ratelimit/storage/storage.hpp>
@@ -78,7 +79,9 @@ public:
           dryRunRefusals_(options_.dryRun || options_.dryRunMembers != 0
                               ? detail::Ref<DryRunCount>::make()
                               : detail::Ref<DryRunCount>{}),
-          table_(storage_.template table<Model>(options_, makeQuota(limit, options_))) {}
+          table_(storage_.template table<Model>(options_, makeQuota(limit, options_))),
+          listener_(options_.listener != nullptr ? &options_.listener->attach(options_.name)
+                                                 : nullptr) {}
 
     /// Decides whether `key` may spend `cost` now, and spends it if so. The storage reads the
     /// clock so that calls on one key take effect in the order of their times (in memory: just
@@ -92,6 +95,7 @@ public:
     Decision tryAcquire(std::string_view key, std::int64_t cost = 1) {
         Decision d = stepNow(key, cost, StepMode::kConsume);
         dryRun(d, StepMode::kConsume);
+        notify(key, cost, d);
         return d;
     }
 
@@ -104,6 +108,7 @@ public:
                         time_point now) requires(!detail::kStoreSideClock<Clock>) {
         Decision d = step(key, cost, now, StepMode::kConsume);
         dryRun(d, StepMode::kConsume);
+        notify(key, cost, d);
         return d;
     }
 
@@ -132,6 +137,7 @@ public:
         Decision d = stepNow(key, cost, StepMode::kConsume, &each);
         dryRun(d, StepMode::kConsume);
         dryRunMembers(d, each);
+        notify(key, cost, d);
         return d;
     }
 
@@ -233,6 +239,13 @@ private:
             if (mode == StepMode::kConsume) {
                 dryRunRefusals_->count.fetch_add(1, std::memory_order_relaxed);
             }
+        }
+    }
+
+    /// Tells the listener, if there is one, of a consuming call's decision.
+    void notify(std::string_view key, std::int64_t cost, const Decision& d) const noexcept {
+        if (listener_ != nullptr) {
+            listener_->onDecision(DecisionEvent{key, cost, d, outcomeOf(d)});
         }
     }
 
@@ -413,6 +426,8 @@ private:
     detail::Ref<DryRunCount> dryRunRefusals_;  ///< dry-run only
     decltype(std::declval<const Storage&>().template table<Model>(
         std::declval<const Options&>(), std::declval<const QuotaOf<Model>&>())) table_;
+    /// What `LimiterOptions::listener` attached for this limiter; null without one.
+    DecisionListener* listener_;
 };
 
 // The algorithms by name: each alias fixes the model and takes `Limiter`'s storage and clock

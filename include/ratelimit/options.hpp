@@ -8,6 +8,8 @@
 namespace ratelimit {
 inline namespace v1 {
 
+class DecisionListener;
+
 /// Whether a step spends the cost it admits (`tryAcquire`), only reports (`peek`), gives back
 /// what an admitted call spent (`refund`), or gives the cost as strikes toward a penalty
 /// (`penalize`). The Redis script reads the same numbers (`ARGV[3]`).
@@ -65,6 +67,11 @@ struct LimiterOptions {
     /// would have refused is marked `wouldRefuse` and counted (`Limiter::dryRunRefusals`). Some
     /// member must stay enforced (`dryRun` puts the whole set in dry-run).
     std::uint64_t dryRunMembers = 0;
+    /// Hears every request's decision (<ratelimit/listener.hpp>; the ready one, with counters,
+    /// top offenders and alerts, is `DecisionMetrics`): attached once, at construction, and
+    /// called on the calling thread. Not owned: it must outlive the limiter and its copies.
+    /// None by default, and then a call pays one test of a null pointer.
+    DecisionListener* listener = nullptr;
 };
 
 }  // namespace v1

@@ -1,0 +1,314 @@
+#pragma once
+
+// The keys refused most over a sliding window, in fixed memory: Space-Saving (Metwally,
+// Agrawal and El Abbadi, "Efficient Computation of Frequent and Top-k Elements in Data
+// Streams", 2005) per span of the window (docs/semantics.md, "Top offenders").
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <ratelimit/detail/checked_math.hpp>
+#include <ratelimit/detail/siphash.hpp>
+#include <ratelimit/detail/throw.hpp>
+
+namespace ratelimit {
+inline namespace v1 {
+
+/// The shape of a `RefusalSummary`. Fields only ever get added at the end.
+struct RefusalSummaryOptions {
+    /// The sliding window the counts cover: its last `spans` spans, the current one included.
+    std::chrono::nanoseconds window = std::chrono::minutes{1};
+    /// Spans the window is cut into (1 … 60): the window slides a span at a time, so the counts
+    /// cover between `window − window / spans` and `window` of the latest refusals.
+    int spans = 6;
+    /// Counters per span (16 … 2^20): the error bound is the refusals a span counted divided
+    /// by this, summed over the window.
+    std::size_t counters = 1024;
+    /// Bytes of a key kept for the answer (8 … 4096): a longer key is shown cut, and still
+    /// counted by all of its bytes.
+    std::size_t maxKeyBytes = 128;
+
+    /// Throws: `std::invalid_argument` naming the field.
+    void validate(std::string_view owner = "RefusalSummaryOptions") const {
+        const std::string prefix(owner);
+        if (window.count() <= 0) {
+            detail::throwInvalidArgument(prefix + ".window must be > 0 (got {}ns)",
+                                         {window.count()});
+        }
+        if (spans < 1 || spans > kMaxSpans || window.count() / spans == 0) {
+            detail::throwInvalidArgument(prefix +
+                                             ".spans must be in 1..60 and at most the window "
+                                             "in ns (got {})",
+                                         {spans});
+        }
+        if (counters < kMinCounters || counters > kMaxCounters) {
+            detail::throwInvalidArgument(prefix + ".counters must be in 16..2^20 (got {})",
+                                         {static_cast<std::int64_t>(counters)});
+        }
+        if (maxKeyBytes < kMinKeyBytes || maxKeyBytes > kMaxKeyBytes) {
+            detail::throwInvalidArgument(prefix + ".maxKeyBytes must be in 8..4096 (got {})",
+                                         {static_cast<std::int64_t>(maxKeyBytes)});
+        }
+    }
+
+    static constexpr int kMaxSpans = 60;
+    static constexpr std::size_t kMinCounters = 16;
+    static constexpr std::size_t kMaxCounters = std::size_t{1} << 20;
+    static constexpr std::size_t kMinKeyBytes = 8;
+    static constexpr std::size_t kMaxKeyBytes = 4096;
+};
+
+/// A key among the most refused, with the bounds of its count over the window.
+struct Offender {
+    std::string key;         ///< its first `maxKeyBytes` bytes
+    bool truncated = false;  ///< the key was longer than that
+    /// Refusals counted: never below the true count, above it by at most the answer's
+    /// `maxError`.
+    std::int64_t count = 0;
+    /// Refusals certainly made: never above the true count.
+    std::int64_t guaranteed = 0;
+};
+
+/// The most refused keys and the bound of their counts' error.
+struct TopOffenders {
+    std::vector<Offender> offenders;  ///< by `count`, highest first
+    /// Each `count` exceeds its key's true count by at most this (0 while no span has had more
+    /// distinct keys than counters). A key refused more than this many times is never missed.
+    std::int64_t maxError = 0;
+    std::int64_t refusals = 0;  ///< every refusal the window counted
+};
+
+/// Counts refusals per key over a sliding window in fixed memory: `spans` Space-Saving
+/// summaries of `counters` counters each, one per span of the window. Within a span a counted
+/// key's count is exact until the span has more distinct keys than counters; then a new key
+/// takes the least counter's place and its count, which becomes its possible error. So every
+/// count is at least the truth and at most the truth plus the least counter of each span where
+/// it was not counted, at most `refusals / counters` of that span: the answer's `maxError`.
+/// Memory: about `spans × counters × (maxKeyBytes + 80)` bytes at most, whatever the keys.
+/// A clock step back starts the spans it lands in afresh.
+/// Thread safety: thread-compatible (`DecisionMetrics` holds it under its policy's lock).
+class RefusalSummary {
+public:
+    explicit RefusalSummary(RefusalSummaryOptions options = {})
+        : options_((options.validate(), options)),
+          span_(options_.window.count() / options_.spans),
+          spans_(static_cast<std::size_t>(options_.spans)) {
+        for (Span& s : spans_) {
+            s.counters.reserve(options_.counters);
+            s.index.reserve(options_.counters);
+        }
+    }
+
+    /// The digest a key is counted by (all of its bytes), fixed within this process.
+    [[nodiscard]] static std::uint64_t keyId(std::string_view key) noexcept {
+        return detail::SipHash128(0x726566757365642dULL, 0x73756d6d61727921ULL)(key).low;
+    }
+
+    /// Counts one refusal of `key` (whose `keyId` is `id`) at `now` (nanoseconds of the
+    /// caller's clock). Returns whether the window slid a span since the last call, so counts
+    /// may have fallen.
+    bool add(std::string_view key, std::uint64_t id, std::chrono::nanoseconds now) {
+        const std::int64_t at = spanOf(now);
+        const bool slid = at > latest_;
+        latest_ = std::max(latest_, at);
+        Span& s = spanAt(at);
+        s.refusals += 1;
+        if (const auto found = s.index.find(id); found != s.index.end()) {
+            s.counters[found->second].count += 1;
+            siftDown(s, found->second);
+        } else if (s.counters.size() < options_.counters) {
+            s.counters.push_back(Counter{id, 1, 0, shown(key), key.size() > options_.maxKeyBytes});
+            s.index.emplace(id, static_cast<std::uint32_t>(s.counters.size() - 1));
+            siftUp(s, s.counters.size() - 1);
+        } else {
+            Counter& least = s.counters.front();
+            s.index.erase(least.id);
+            least.id = id;
+            least.error = least.count;
+            least.count += 1;
+            least.key.assign(key.substr(0, options_.maxKeyBytes));
+            least.truncated = key.size() > options_.maxKeyBytes;
+            s.index.emplace(id, 0);
+            siftDown(s, 0);
+        }
+        return slid;
+    }
+
+    /// The `n` keys with the highest counts over the window ending at `now`.
+    [[nodiscard]] TopOffenders top(std::size_t n, std::chrono::nanoseconds now) const {
+        TopOffenders answer;
+        std::unordered_map<std::uint64_t, Offender> merged;
+        const std::int64_t at = spanOf(now);
+        forLiveSpans(at, [&](const Span& s) {
+            answer.refusals += s.refusals;
+            answer.maxError += unseenBound(s);
+            for (const Counter& c : s.counters) {
+                auto [it, fresh] = merged.try_emplace(c.id);
+                if (fresh) {
+                    it->second.key = c.key;
+                    it->second.truncated = c.truncated;
+                }
+            }
+        });
+        for (auto& [id, offender] : merged) {
+            const Bounds b = boundsOf(id, at);
+            offender.count = b.count;
+            offender.guaranteed = b.guaranteed;
+        }
+        answer.offenders.reserve(merged.size());
+        for (auto& entry : merged) {
+            answer.offenders.push_back(std::move(entry.second));
+        }
+        const auto higher = [](const Offender& a, const Offender& b) {
+            if (a.count != b.count) {
+                return a.count > b.count;
+            }
+            return a.guaranteed != b.guaranteed ? a.guaranteed > b.guaranteed : a.key < b.key;
+        };
+        const std::size_t kept = std::min(n, answer.offenders.size());
+        std::partial_sort(answer.offenders.begin(),
+                          answer.offenders.begin() + static_cast<std::ptrdiff_t>(kept),
+                          answer.offenders.end(), higher);
+        answer.offenders.resize(kept);
+        return answer;
+    }
+
+    /// `add(key, keyId(key), now)`.
+    bool add(std::string_view key, std::chrono::nanoseconds now) {
+        return add(key, keyId(key), now);
+    }
+
+    /// The bounds of the count of the key whose `keyId` is `id`, over the window ending at
+    /// `now`: `count` and `guaranteed` as in `Offender`.
+    [[nodiscard]] std::pair<std::int64_t, std::int64_t> bounds(std::uint64_t id,
+                                                               std::chrono::nanoseconds now) const {
+        const Bounds b = boundsOf(id, spanOf(now));
+        return {b.count, b.guaranteed};
+    }
+
+    [[nodiscard]] const RefusalSummaryOptions& options() const noexcept { return options_; }
+
+private:
+    struct Counter {
+        std::uint64_t id = 0;  ///< the key's digest: keys are told apart by all their bytes
+        std::int64_t count = 0;
+        std::int64_t error = 0;  ///< what the counter held when this key took it
+        std::string key;
+        bool truncated = false;
+    };
+
+    /// One span's Space-Saving summary: its counters as a min-heap by count, so the least is
+    /// at the front, and where each key's counter is.
+    struct Span {
+        std::int64_t at = detail::kInt64Min;  ///< the span it counts (time / span length)
+        std::int64_t refusals = 0;
+        std::vector<Counter> counters;
+        std::unordered_map<std::uint64_t, std::uint32_t> index;
+    };
+
+    struct Bounds {
+        std::int64_t count = 0;
+        std::int64_t guaranteed = 0;
+    };
+
+    [[nodiscard]] std::int64_t spanOf(std::chrono::nanoseconds now) const noexcept {
+        return detail::floorDiv(now.count(), span_);
+    }
+
+    Span& spanAt(std::int64_t at) {
+        Span& s = spans_[static_cast<std::size_t>(detail::floorMod(at, options_.spans))];
+        if (s.at != at) {
+            s.at = at;
+            s.refusals = 0;
+            s.counters.clear();
+            s.index.clear();
+        }
+        return s;
+    }
+
+    /// Calls `f` with each span inside the window ending in span `at`.
+    template <class F>
+    void forLiveSpans(std::int64_t at, F f) const {
+        for (const Span& s : spans_) {
+            if (s.at <= at && s.at > at - options_.spans) {
+                f(s);
+            }
+        }
+    }
+
+    /// The most a key a full span does not count may have been refused in it: its least
+    /// counter (Space-Saving); none while it has room.
+    [[nodiscard]] std::int64_t unseenBound(const Span& s) const noexcept {
+        return s.counters.size() < options_.counters || s.counters.empty()
+                   ? 0
+                   : s.counters.front().count;
+    }
+
+    [[nodiscard]] Bounds boundsOf(std::uint64_t id, std::int64_t at) const {
+        Bounds b;
+        forLiveSpans(at, [&](const Span& s) {
+            if (const auto found = s.index.find(id); found != s.index.end()) {
+                const Counter& c = s.counters[found->second];
+                b.count += c.count;
+                b.guaranteed += c.count - c.error;
+            } else {
+                b.count += unseenBound(s);
+            }
+        });
+        return b;
+    }
+
+    [[nodiscard]] std::string shown(std::string_view key) const {
+        return std::string(key.substr(0, options_.maxKeyBytes));
+    }
+
+    static void swapAt(Span& s, std::size_t a, std::size_t b) {
+        std::swap(s.counters[a], s.counters[b]);
+        s.index[s.counters[a].id] = static_cast<std::uint32_t>(a);
+        s.index[s.counters[b].id] = static_cast<std::uint32_t>(b);
+    }
+
+    static void siftUp(Span& s, std::size_t i) {
+        while (i > 0) {
+            const std::size_t parent = (i - 1) / 2;
+            if (s.counters[parent].count <= s.counters[i].count) {
+                return;
+            }
+            swapAt(s, parent, i);
+            i = parent;
+        }
+    }
+
+    static void siftDown(Span& s, std::size_t i) {
+        const std::size_t size = s.counters.size();
+        for (;;) {
+            const std::size_t left = 2 * i + 1;
+            if (left >= size) {
+                return;
+            }
+            const std::size_t right = left + 1;
+            const std::size_t least =
+                right < size && s.counters[right].count < s.counters[left].count ? right : left;
+            if (s.counters[i].count <= s.counters[least].count) {
+                return;
+            }
+            swapAt(s, i, least);
+            i = least;
+        }
+    }
+
+    RefusalSummaryOptions options_;
+    std::int64_t span_;  ///< ns
+    std::vector<Span> spans_;
+    std::int64_t latest_ = detail::kInt64Min;
+};
+
+}  // namespace v1
+}  // namespace ratelimit
