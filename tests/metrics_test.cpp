@@ -56,7 +56,7 @@ public:
     Recorder& operator=(const Recorder&) = delete;
     Recorder(Recorder&&) = delete;
     Recorder& operator=(Recorder&&) = delete;
-    ~Recorder() = default;
+    ~Recorder() override = default;
 
     struct Heard {
         std::string key;
@@ -209,7 +209,7 @@ TEST_CASE("Limiters of one name share a policy; each name has its own", "[metric
     (void)c.tryAcquire("x");
     (void)c.tryAcquire("x");
     CHECK(metrics.counts("login").allowed == 2);
-    CHECK(metrics.counts("search") == PolicyCounts{1, 1, 0, 0, 0});
+    CHECK(metrics.counts("search") == PolicyCounts{1, 1, 0, 0, 0, 0});
     const auto reports = metrics.report();
     REQUIRE(reports.size() == 2);
     CHECK(reports[0].policy == "login");
@@ -241,11 +241,11 @@ TEST_CASE("A route limiter's rules are policies of their own, by name and tier",
     }
     CHECK(request("/api").allowed);
     CHECK_FALSE(request("/api").allowed);
-    CHECK(metrics.counts("search") == PolicyCounts{2, 1, 0, 0, 0});
+    CHECK(metrics.counts("search") == PolicyCounts{2, 1, 0, 0, 0, 0});
     // The set's members, checked in order: the first refused the second call, so the daily
     // one, checked after it, never heard of it.
-    CHECK(metrics.counts("api.free") == PolicyCounts{1, 1, 0, 0, 0});
-    CHECK(metrics.counts("api-daily.free") == PolicyCounts{1, 0, 0, 0, 0});
+    CHECK(metrics.counts("api.free") == PolicyCounts{1, 1, 0, 0, 0, 0});
+    CHECK(metrics.counts("api-daily.free") == PolicyCounts{1, 0, 0, 0, 0, 0});
 }
 
 TEST_CASE("Early retries: a refusal before the previous refusal's retryAfter has passed",
@@ -410,6 +410,25 @@ TEST_CASE("Attack alerts fire once when a key crosses the threshold and once whe
     }
     REQUIRE(alerts.size() == 5);
     CHECK(alerts[4] == "login:attacker:start:100");
+}
+
+TEST_CASE("A penalty's start is heard once per block", "[metrics][penalty]") {
+    ManualClock clock;
+    DecisionMetrics metrics(onClock(clock));
+    ratelimit::Limiter<ratelimit::PenalizedModel<ratelimit::FixedWindowModel>, MemoryStorage,
+                       ManualClock>
+        login({Limit::perMinute(2), ratelimit::Penalty{3, 15min, 15min}}, MemoryStorage{}, clock,
+              withListener(metrics, "login"));
+    for (int i = 0; i < 20; ++i) {  // 2 admitted, then 3 strikes block it, then refusals
+        (void)login.tryAcquire("mallory");
+    }
+    CHECK(metrics.counts("login").penaltiesStarted == 1);
+    CHECK(metrics.counts("login").refused == 18);
+    clock.advance(15min);
+    for (int i = 0; i < 5; ++i) {
+        (void)login.tryAcquire("mallory");
+    }
+    CHECK(metrics.counts("login").penaltiesStarted == 2);
 }
 
 TEST_CASE("Store health follows the store's events", "[metrics]") {

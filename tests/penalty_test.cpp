@@ -81,11 +81,18 @@ TEST_CASE("Penalty: refusals are strikes, and the one that completes them report
     const Decision first = api.tryAcquire("k");
     CHECK(!first.allowed);
     CHECK(first.retryAfter == 1s);  // the bucket's own wait: no block yet
+    CHECK_FALSE(first.penaltyStarted);
     CHECK(!api.tryAcquire("k").allowed);
     const Decision third = api.tryAcquire("k");
     CHECK(!third.allowed);
     CHECK(third.retryAfter == 10min);
     CHECK(third.resetAfter == 10min);
+    CHECK(third.penaltyStarted);
+    // A refusal at the same instant meets the block: it reports the same wait, but started
+    // nothing.
+    const Decision during = api.tryAcquire("k");
+    CHECK(during.retryAfter == 10min);
+    CHECK_FALSE(during.penaltyStarted);
     // The bucket refills meanwhile; the block holds.
     clock.advance(5min);
     CHECK(blockedFor(api.tryAcquire("k"), 5min));

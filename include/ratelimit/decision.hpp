@@ -35,6 +35,9 @@ struct Decision {
     bool wouldRefuse = false;
     /// Which member of a limit set decided; 0 for a single limit.
     std::uint32_t policy = 0;
+    /// A penalized limiter's (`PenalizedModel`): this refusal was the strike that completed the
+    /// count, and started the key's block.
+    bool penaltyStarted = false;
 
     /// True when the request can never pass, whatever the wait.
     [[nodiscard]] constexpr bool never() const noexcept { return retryAfter == kNever; }

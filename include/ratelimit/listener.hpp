@@ -54,6 +54,7 @@ struct DecisionEvent {
 class DecisionListener {
 public:
     DecisionListener() = default;
+    virtual ~DecisionListener() = default;
     DecisionListener(const DecisionListener&) = delete;
     DecisionListener& operator=(const DecisionListener&) = delete;
     DecisionListener(DecisionListener&&) = delete;
@@ -70,9 +71,6 @@ public:
 
     /// One decision (see the class comment).
     virtual void onDecision(const DecisionEvent& event) noexcept = 0;
-
-protected:
-    ~DecisionListener() = default;
 };
 
 }  // namespace v1

@@ -207,17 +207,22 @@ std::optional<LuaDecision> parseDecision(const redisReply* r, std::string& error
         error = std::string(r->str, r->len);
         return std::nullopt;
     }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 5) {
-        error = "not an array of 5";
+    // The sixth field, a penalty's start, is always 0 for these plain models.
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 6) {
+        error = "not an array of 6";
         return std::nullopt;
     }
-    std::array<std::int64_t, 5> v{};
-    for (std::size_t i = 0; i < 5; ++i) {
+    std::array<std::int64_t, 6> v{};
+    for (std::size_t i = 0; i < 6; ++i) {
         if (r->element[i]->type != REDIS_REPLY_INTEGER) {
             error = "element is not an integer";
             return std::nullopt;
         }
         v[i] = r->element[i]->integer;
+    }
+    if (v[5] != 0) {
+        error = "a penalty started in a plain model";
+        return std::nullopt;
     }
     return LuaDecision{v[0] == 1, v[1], v[2], v[3], v[4]};
 }

@@ -135,11 +135,12 @@ local function penalizedOf(inner)
     if allowed or cost == 0 then return written, allowed, remaining, retry, reset end
     -- Refused: the strike is written, over the inner model's rebase if it made one.
     local struck = written or copyOf(state)
-    if strike(struck, q, now, 1) then
+    local started = strike(struck, q, now, 1)
+    if started then
       if retry >= 0 and retry < q.blockTicks then retry = q.blockTicks end
       if reset < q.blockTicks then reset = q.blockTicks end
     end
-    return struck, allowed, remaining, retry, reset
+    return struck, allowed, remaining, retry, reset, started
   end
   function m.penalize(state, q, now, n)
     if n == 0 or blockedFor(state, q, now) > 0 then return nil end
@@ -263,6 +264,7 @@ struct PenalizedModel {
         }
         Decision d = M::step(state.inner, q, now, cost);
         if (!d.allowed && cost > 0 && strike(state, q, now, 1)) {
+            d.penaltyStarted = true;
             const std::chrono::nanoseconds block{q.blockTicks * q.nanosPerTick};
             if (!d.never() && d.retryAfter < block) {
                 d.retryAfter = block;

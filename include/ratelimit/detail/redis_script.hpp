@@ -174,7 +174,7 @@ end
 /// of admitting for free. A refund (`ARGV[3] == '2'`, `detail::applyRefund`) or strikes
 /// (`'3'`, `detail::applyAction`) store what the model changed and answer the key's figures as
 /// they stand. Returns {allowed 1/0, limit,
-/// remaining, retry µs (-1 = never), reset µs}.
+/// remaining, retry µs (-1 = never), reset µs, penalty started 1/0}.
 inline constexpr std::string_view kLuaMain = R"lua(
 -- detail::applyStep: a call at most lateTolerance before the last write is answered at the
 -- last write, without a rebase, and its waits count from its own time.
@@ -184,7 +184,8 @@ if last ~= nil and now < last and last - now <= q.lateTolerance then
   late = last - now
   now = last
 end
-local written, allowed, remaining, retry, reset
+-- started: a penalized model's refusal began a block (`Decision::penaltyStarted`).
+local written, allowed, remaining, retry, reset, started
 if ARGV[3] == '2' or ARGV[3] == '3' then
   -- detail::applyAction: the model gives back up to cost (a refund) or takes cost strikes
   -- toward its penalty, then the key's figures as they stand.
@@ -200,7 +201,7 @@ if ARGV[3] == '2' or ARGV[3] == '3' then
     store(changed, (model.keep and model.keep(changed, q, reset, now) or reset) + q.lateTolerance)
   end
 else
-  written, allowed, remaining, retry, reset = model.step(state, q, now, cost)
+  written, allowed, remaining, retry, reset, started = model.step(state, q, now, cost)
   -- A state carried over from another limit is stored by a consuming call, as in memory.
   local kept = written or carried
   if kept and cost > 0 and ARGV[3] == '1' then
@@ -219,7 +220,7 @@ if late > 0 then
   if reset > 0 then reset = reset + late end
 end
 if remaining < 0 then remaining = 0 end
-return {allowed and 1 or 0, q.capacity, remaining, retry, reset}
+return {allowed and 1 or 0, q.capacity, remaining, retry, reset, started and 1 or 0}
 )lua";
 
 /// What one model's script is made of.

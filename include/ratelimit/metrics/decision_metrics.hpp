@@ -64,22 +64,26 @@ struct DecisionMetricsOptions {
     /// Throws: `std::invalid_argument` naming the field.
     void validate() const {
         offenders.validate("DecisionMetricsOptions.offenders");
-        if (earlyRetrySlots < 1 || earlyRetrySlots > (std::size_t{1} << 24)) {
+        if (earlyRetrySlots < 1 || earlyRetrySlots > kMaxEarlyRetrySlots) {
             detail::throwInvalidArgument(
                 "DecisionMetricsOptions.earlyRetrySlots must be in 1..2^24 (got {})",
                 {static_cast<std::int64_t>(earlyRetrySlots)});
         }
-        if (alertThreshold < 0 || alertThreshold > (std::int64_t{1} << 48)) {
+        if (alertThreshold < 0 || alertThreshold > kMaxAlertThreshold) {
             detail::throwInvalidArgument(
                 "DecisionMetricsOptions.alertThreshold must be in 0..2^48 (got {})",
                 {alertThreshold});
         }
-        if (maxAlerting < 1 || maxAlerting > (std::size_t{1} << 20)) {
+        if (maxAlerting < 1 || maxAlerting > kMaxAlerting) {
             detail::throwInvalidArgument(
                 "DecisionMetricsOptions.maxAlerting must be in 1..2^20 (got {})",
                 {static_cast<std::int64_t>(maxAlerting)});
         }
     }
+
+    static constexpr std::size_t kMaxEarlyRetrySlots = std::size_t{1} << 24;
+    static constexpr std::int64_t kMaxAlertThreshold = std::int64_t{1} << 48;
+    static constexpr std::size_t kMaxAlerting = std::size_t{1} << 20;
 };
 
 /// A policy's decisions since the metrics were made.
@@ -90,6 +94,8 @@ struct PolicyCounts {
     std::uint64_t dryRunRefused = 0;
     /// Refusals of a key before the `retryAfter` of its previous refusal had passed.
     std::uint64_t retriedEarly = 0;
+    /// Refusals that started a penalty's block (`Decision::penaltyStarted`).
+    std::uint64_t penaltiesStarted = 0;
 
     [[nodiscard]] std::uint64_t decisions() const noexcept {
         return allowed + refused + degraded + dryRunRefused;
@@ -127,7 +133,7 @@ class DecisionMetrics final : public DecisionListener {
 public:
     /// Throws: `std::invalid_argument` naming the field.
     explicit DecisionMetrics(DecisionMetricsOptions options = {})
-        : options_((options.validate(), std::move(options))) {
+        : options_(validated(std::move(options))) {
         if (!options_.clock) {
             options_.clock = [] { return std::chrono::steady_clock::now().time_since_epoch(); };
         }
@@ -136,7 +142,7 @@ public:
     DecisionMetrics& operator=(const DecisionMetrics&) = delete;
     DecisionMetrics(DecisionMetrics&&) = delete;
     DecisionMetrics& operator=(DecisionMetrics&&) = delete;
-    ~DecisionMetrics() = default;
+    ~DecisionMetrics() override = default;
 
     /// The policy `name`'s listener, made on first use; limiters of one name share it.
     DecisionListener& attach(std::string_view name) override { return policy(name); }
@@ -204,6 +210,11 @@ public:
     [[nodiscard]] const DecisionMetricsOptions& options() const noexcept { return options_; }
 
 private:
+    static DecisionMetricsOptions validated(DecisionMetricsOptions options) {
+        options.validate();
+        return options;
+    }
+
     /// One policy's listener: counters in stripes (a thread adds to the stripe its stack
     /// lives at, so threads seldom share a cache line), and the refusal summaries under a
     /// lock.
@@ -218,12 +229,15 @@ private:
         Policy& operator=(const Policy&) = delete;
         Policy(Policy&&) = delete;
         Policy& operator=(Policy&&) = delete;
-        ~Policy() = default;
+        ~Policy() override = default;
 
         void onDecision(const DecisionEvent& event) noexcept override {
             stripe().outcomes[static_cast<std::size_t>(event.outcome)].fetch_add(
                 1, std::memory_order_relaxed);
             if (event.outcome == DecisionOutcome::kRefused) {
+                if (event.decision.penaltyStarted) {
+                    penaltiesStarted_.fetch_add(1, std::memory_order_relaxed);
+                }
                 refused(event);
             }
         }
@@ -237,8 +251,12 @@ private:
                     sums.at(i) += s.outcomes.at(i).load(std::memory_order_relaxed);
                 }
             }
-            return PolicyCounts{sums[0], sums[1], sums[2], sums[3],
-                                retriedEarly_.load(std::memory_order_relaxed)};
+            return PolicyCounts{sums[0],
+                                sums[1],
+                                sums[2],
+                                sums[3],
+                                retriedEarly_.load(std::memory_order_relaxed),
+                                penaltiesStarted_.load(std::memory_order_relaxed)};
         }
 
         PolicyReport report(std::size_t top) {
@@ -286,6 +304,7 @@ private:
             // A thread's stack lies in its own pages: its address picks the stripe without a
             // thread-local or a thread id.
             const char here = 0;
+            // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast): only its bits
             const auto page = reinterpret_cast<std::uintptr_t>(&here) >> kPageBits;
             return stripes_[(page * kSpread) >> (64 - kStripeBits)];
         }
@@ -367,6 +386,7 @@ private:
         const DecisionMetricsOptions& options_;
         std::array<Stripe, kStripes> stripes_{};
         std::atomic<std::uint64_t> retriedEarly_{0};
+        std::atomic<std::uint64_t> penaltiesStarted_{0};
         std::mutex lock_;
         RefusalSummary offenders_;                                 // guarded by lock_
         std::vector<RetryAt> retryAt_;                             // guarded by lock_

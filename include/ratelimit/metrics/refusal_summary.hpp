@@ -27,7 +27,7 @@ struct RefusalSummaryOptions {
     std::chrono::nanoseconds window = std::chrono::minutes{1};
     /// Spans the window is cut into (1 … 60): the window slides a span at a time, so the counts
     /// cover between `window − window / spans` and `window` of the latest refusals.
-    int spans = 6;
+    int spans = kDefaultSpans;
     /// Counters per span (16 … 2^20): the error bound is the refusals a span counted divided
     /// by this, summed over the window.
     std::size_t counters = 1024;
@@ -58,6 +58,7 @@ struct RefusalSummaryOptions {
         }
     }
 
+    static constexpr int kDefaultSpans = 6;
     static constexpr int kMaxSpans = 60;
     static constexpr std::size_t kMinCounters = 16;
     static constexpr std::size_t kMaxCounters = std::size_t{1} << 20;
@@ -97,7 +98,7 @@ struct TopOffenders {
 class RefusalSummary {
 public:
     explicit RefusalSummary(RefusalSummaryOptions options = {})
-        : options_((options.validate(), options)),
+        : options_(validated(options)),
           span_(options_.window.count() / options_.spans),
           spans_(static_cast<std::size_t>(options_.spans)) {
         for (Span& s : spans_) {
@@ -108,7 +109,9 @@ public:
 
     /// The digest a key is counted by (all of its bytes), fixed within this process.
     [[nodiscard]] static std::uint64_t keyId(std::string_view key) noexcept {
-        return detail::SipHash128(0x726566757365642dULL, 0x73756d6d61727921ULL)(key).low;
+        constexpr std::uint64_t kKey0 = 0x726566757365642dULL;  // "refused-"
+        constexpr std::uint64_t kKey1 = 0x73756d6d61727921ULL;  // "summary!"
+        return detail::SipHash128(kKey0, kKey1)(key).low;
     }
 
     /// Counts one refusal of `key` (whose `keyId` is `id`) at `now` (nanoseconds of the
@@ -196,6 +199,11 @@ public:
     [[nodiscard]] const RefusalSummaryOptions& options() const noexcept { return options_; }
 
 private:
+    static RefusalSummaryOptions validated(const RefusalSummaryOptions& options) {
+        options.validate();
+        return options;
+    }
+
     struct Counter {
         std::uint64_t id = 0;  ///< the key's digest: keys are told apart by all their bytes
         std::int64_t count = 0;

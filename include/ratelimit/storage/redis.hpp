@@ -693,7 +693,8 @@ private:
                std::string_view(reply.str, reply.len).substr(0, 8) == "NOSCRIPT";
     }
 
-    /// The script's reply: {allowed, limit, remaining, retry, reset} for a single model; for
+    /// The script's reply: {allowed, limit, remaining, retry, reset, penalty started} for a
+    /// single model; for
     /// a set {allowed, then allowed, remaining, retry, reset per member}.
     std::optional<Decision> parse(const redisReply& reply, detail::IoStatus& status,
                                   detail::EachOf<Scripted>* each,
@@ -730,17 +731,19 @@ private:
             return d;
         } else {
             (void)each;
-            return decisionOf(quota, v[0] != 0, v[2], v[3], v[4]);
+            Decision d = decisionOf(quota, v[0] != 0, v[2], v[3], v[4]);
+            d.penaltyStarted = v[5] != 0;
+            return d;
         }
     }
 
     /// A member's fields in a set's reply: allowed, remaining, retry, reset.
     static constexpr std::size_t kMemberFields = 4;
 
-    /// The script's reply: a single model's 5 fields (allowed, limit, remaining, retry,
-    /// reset), or a set's allowed and its members' fields.
+    /// The script's reply: a single model's 6 fields (allowed, limit, remaining, retry,
+    /// reset, penalty started), or a set's allowed and its members' fields.
     static constexpr std::size_t replyFields() noexcept {
-        constexpr std::size_t kSingleFields = 5;
+        constexpr std::size_t kSingleFields = 6;
         if constexpr (detail::kIsLimitSet<Scripted>) {
             return 1 + kMemberFields * Scripted::kSize;
         } else {
