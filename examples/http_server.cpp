@@ -777,12 +777,14 @@ setInterval(poll, 1000);
 </script></body></html>
 )html";
 
-/// The observer's pages, for the clients of `allow` only (matched on the client address the
-/// route limiter finds: the peer, or a trusted proxy's forwarded client).
+/// The observer's pages, for the clients of --observe-allow only, matched on the client address
+/// the route limiter finds (the peer, or the client a trusted proxy forwarded), as its own allow
+/// list is: a public client behind a local proxy is not taken for a local one.
 void serveObserver(httplib::Server& server, ratelimit::DecisionMetrics& metrics,
-                   const DecisionHistory& history, const Config& config) {
+                   const DecisionHistory& history, const http::RouteLimiter& routes,
+                   const Config& config) {
     auto allow = std::make_shared<http::CidrSet>(config.observeAllow, "--observe-allow");
-    auto identity = std::make_shared<http::ClientIdentity>(config.options.identity);
+    const http::ClientIdentity* identity = &routes.identity();
     const auto allowed = [allow, identity](const httplib::Request& req, httplib::Response& res) {
         const std::vector<std::string> values = headerValues(req, identity->headerName());
         const std::vector<std::string_view> views(values.begin(), values.end());
@@ -845,7 +847,7 @@ int main(int argc, char** argv) {
             limiters = makeLimiters(config, metrics.get());
         }
         if (metrics) {
-            serveObserver(server, *metrics, *history, config);
+            serveObserver(server, *metrics, *history, *limiters.routes, config);
         }
     } catch (const std::exception& e) {
         std::fprintf(stderr, "http_server: %s\n", e.what());
