@@ -489,7 +489,7 @@ public:
                 names.push_back(name);
             }
         }
-        out += "\"history\":{\"step\":1,\"policies\":[";
+        out += R"("history":{"step":1,"policies":[)";
         for (std::size_t n = 0; n < names.size(); ++n) {
             out += n == 0 ? "{\"policy\":" : ",{\"policy\":";
             ratelimit::detail::appendJsonString(out, names[n]);
@@ -589,7 +589,7 @@ std::string dashboardJson(ratelimit::DecisionMetrics& metrics, const DecisionHis
         }
         out += "]}";
     }
-    out += "],\"store\":{\"healthy\":";
+    out += R"(],"store":{"healthy":)";
     out += health.healthy ? "true" : "false";
     out += ",\"failingEpisodes\":" + std::to_string(health.failingEpisodes) + ",\"lastError\":";
     ratelimit::detail::appendJsonString(out, health.lastError);

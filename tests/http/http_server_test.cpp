@@ -60,7 +60,7 @@ std::string jsonPolicy(std::string_view json, std::string_view policy) {
     if (current == std::string_view::npos) {
         return {};
     }
-    const std::string start = "{\"policy\":\"" + std::string(policy) + "\",";
+    const std::string start = R"({"policy":")" + std::string(policy) + "\",";
     const std::size_t at = json.find(start, current);
     if (at == std::string_view::npos) {
         return {};
@@ -96,7 +96,7 @@ int chromium(const std::string& url, const std::string& args, const std::string&
         " --user-data-dir=" +
         profile + " --virtual-time-budget=5000 " + args + " '" + url + "' >'" + out + "' 2>'" +
         profile + ".log'";
-    // NOLINTNEXTLINE(cert-env33-c): the test runs a fixed program with its own arguments
+    // NOLINTNEXTLINE(cert-env33-c,concurrency-mt-unsafe): a fixed program, arguments made here
     const int status = std::system(command.c_str());
     std::error_code ignored;
     std::filesystem::remove_all(profile, ignored);

@@ -55,6 +55,22 @@ inline constexpr unsigned kC1Lead = 0xc2;  // U+0080 â€¦ U+009F are 0xc2 0x80 â€
 inline constexpr unsigned kC1SecondLast = 0x9f;
 inline constexpr std::string_view kReplacement = "\xef\xbf\xbd";  // U+FFFD
 
+/// The character at `s[i]`: its length in bytes (1 for a byte that starts no well-formed
+/// sequence) and whether a label value keeps it (no control character, no such byte).
+[[nodiscard]] constexpr std::pair<std::size_t, bool> labelCharacter(std::string_view s,
+                                                                    std::size_t i) noexcept {
+    const unsigned c = static_cast<unsigned char>(s[i]);
+    if (c < utf8::kFirstNonAscii) {
+        return {1, c >= utf8::kFirstUnescaped && c != kDelete};
+    }
+    const std::size_t n = wellFormedUtf8Length(s, i);
+    if (n == 0) {
+        return {1, false};
+    }
+    const bool c1 = c == kC1Lead && static_cast<unsigned char>(s[i + 1]) <= kC1SecondLast;
+    return {n, !c1};
+}
+
 /// `s` as a Prometheus label value: valid UTF-8 (the exposition format's one demand), each
 /// control character and each byte that starts no well-formed sequence replaced with U+FFFD,
 /// so a client's key can neither break the scrape nor write escape sequences to a terminal
@@ -63,25 +79,9 @@ inline constexpr std::string_view kReplacement = "\xef\xbf\xbd";  // U+FFFD
     std::string out;
     out.reserve(s.size());
     for (std::size_t i = 0; i < s.size();) {
-        const unsigned c = static_cast<unsigned char>(s[i]);
-        if (c < utf8::kFirstUnescaped || c == kDelete) {
-            out.append(kReplacement);
-            ++i;
-        } else if (c < utf8::kFirstNonAscii) {
-            out.push_back(s[i]);
-            ++i;
-        } else if (const std::size_t n = wellFormedUtf8Length(s, i); n > 0) {
-            const bool c1 = c == kC1Lead && static_cast<unsigned char>(s[i + 1]) <= kC1SecondLast;
-            if (c1) {
-                out.append(kReplacement);
-            } else {
-                out.append(s.substr(i, n));
-            }
-            i += n;
-        } else {
-            out.append(kReplacement);
-            ++i;
-        }
+        const auto [n, keep] = labelCharacter(s, i);
+        out.append(keep ? s.substr(i, n) : kReplacement);
+        i += n;
     }
     return out;
 }
