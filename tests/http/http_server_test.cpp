@@ -438,3 +438,31 @@ TEST_CASE(
         CHECK(send(plain.port(), "GET", path).status == 404);
     }
 }
+
+#ifdef RATELIMIT_HTTP_SERVER_WITH_REDIS
+TEST_CASE(
+    "HTTP server example: --observe reports a Redis that does not answer as a failing store, "
+    "and the degraded decisions",
+    "[http][example][server][dashboard]") {
+    const std::string rules = writeRules();
+    // Nothing listens on port 1: every check fails and the failure policy answers (whatever it
+    // answers, the decision is degraded).
+    ServerProcess server({"--port", "0", "--rules", rules, "--observe", "--redis", "127.0.0.1:1"});
+    for (int i = 0; i < 3; ++i) {
+        (void)send(server.port(), "GET", "/api/items");
+    }
+    const Response json = send(server.port(), "GET", "/dashboard.json");
+    INFO(json.body);
+    CHECK(jsonFigure(json.body, "api", "degraded") == "3");
+    CHECK(json.body.find(R"("store":{"healthy":false,"failingEpisodes":1,"lastError":")") !=
+          std::string::npos);
+#    ifdef RATELIMIT_TEST_WITH_PROMETHEUS
+    const Response metrics = send(server.port(), "GET", "/metrics");
+    CHECK(metrics.body.find("ratelimit_store_healthy 0") != std::string::npos);
+    CHECK(metrics.body.find("ratelimit_store_failing_episodes_total 1") != std::string::npos);
+    CHECK(metrics.body.find(R"(ratelimit_decisions_total{policy="api",outcome="degraded"} 3)") !=
+          std::string::npos);
+#    endif
+    CHECK(std::remove(rules.c_str()) == 0);
+}
+#endif
