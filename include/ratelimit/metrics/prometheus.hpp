@@ -113,7 +113,7 @@ class PrometheusCollector final : public prometheus::Collectable {
 public:
     /// Throws: `std::invalid_argument` naming the field.
     explicit PrometheusCollector(DecisionMetrics& metrics, PrometheusOptions options = {})
-        : metrics_(&metrics), options_((options.validate(), options)) {}
+        : metrics_(&metrics), options_(validated(options)) {}
 
     [[nodiscard]] std::vector<prometheus::MetricFamily> Collect() const override {
         const std::vector<PolicyReport> reports = metrics_->report(options_.topOffenders);
@@ -195,6 +195,11 @@ private:
     static constexpr std::size_t kFamilies = 9;
 
     using Labels = std::vector<prometheus::ClientMetric::Label>;
+
+    static PrometheusOptions validated(const PrometheusOptions& options) {
+        options.validate();
+        return options;
+    }
 
     static prometheus::MetricFamily family(std::string name, std::string help,
                                            prometheus::MetricType type) {
