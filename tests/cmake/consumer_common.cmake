@@ -1,7 +1,7 @@
 # Helpers for the consumer test scripts (run with cmake -P).
 #
 # Inputs (-D): WORK_DIR, CXX_COMPILER, GENERATOR, MAKE_PROGRAM, CONFIG (may be empty),
-# WITH_REDIS (optional).
+# WITH_REDIS and WITH_PROMETHEUS (optional).
 
 foreach(_var IN ITEMS WORK_DIR CXX_COMPILER GENERATOR)
     if(NOT DEFINED ${_var} OR "${${_var}}" STREQUAL "")
@@ -36,6 +36,9 @@ function(consumer_configure_build_run source_dir build_dir)
     endif()
     if(WITH_REDIS)
         list(APPEND _configure_args "-DCONSUMER_WITH_REDIS=ON")
+    endif()
+    if(WITH_PROMETHEUS)
+        list(APPEND _configure_args "-DCONSUMER_WITH_PROMETHEUS=ON")
     endif()
 
     consumer_run(configure "${CMAKE_COMMAND}" ${_configure_args} ${ARGN})
