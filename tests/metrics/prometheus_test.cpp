@@ -145,10 +145,12 @@ TEST_CASE("Prometheus: the exported counters are the DecisionMetrics counts",
               static_cast<double>(c.dryRunRefused));
         CHECK(sample(text, "ratelimit_early_retries_total" + p + "}") ==
               static_cast<double>(c.retriedEarly));
+        CHECK(sample(text, "ratelimit_penalties_started_total" + p + "}") ==
+              static_cast<double>(c.penaltiesStarted));
     }
     // The figures themselves, so that the comparison above cannot pass on zeros alone.
-    CHECK(metrics.counts("api") == ratelimit::PolicyCounts{4, 2, 0, 0, 1});
-    CHECK(metrics.counts("search") == ratelimit::PolicyCounts{1, 0, 0, 2, 0});
+    CHECK(metrics.counts("api") == ratelimit::PolicyCounts{4, 2, 0, 0, 1, 0});
+    CHECK(metrics.counts("search") == ratelimit::PolicyCounts{1, 0, 0, 2, 0, 0});
     CHECK(sample(text, R"(ratelimit_top_offender_refusals{policy="api",key="alice"})") == 2.0);
     CHECK(sample(text, R"(ratelimit_top_offenders_max_error{policy="api"})") == 0.0);
     CHECK(sample(text, R"(ratelimit_alerting_keys{policy="api"})") == 0.0);

@@ -92,17 +92,17 @@ inline constexpr std::string_view kReplacement = "\xef\xbf\xbd";  // U+FFFD
 /// and `storeHealth()` and builds these families, which prometheus-cpp's `TextSerializer` (or
 /// its `Exposer`) writes out:
 ///
-/// | metric | type | labels |
-/// | --- | --- | --- |
-/// | `ratelimit_decisions_total` | counter | `policy`, `outcome` (`allowed`, `refused`, `degraded`,
-/// `dry_run_refused`) | | `ratelimit_early_retries_total` | counter | `policy` | |
-/// `ratelimit_top_offender_refusals` | gauge | `policy`, `key` (the `topOffenders` most refused) |
-/// | `ratelimit_top_offenders_max_error` | gauge | `policy` |
-/// | `ratelimit_alerting_keys` | gauge | `policy` |
-/// | `ratelimit_alerts_dropped_total` | counter | `policy` |
-/// | `ratelimit_store_healthy` | gauge (1 or 0) | |
-/// | `ratelimit_store_failing_episodes_total` | counter | |
-/// | `ratelimit_memory_spilling` | gauge (1 or 0) | `table` (every table seen spilling) |
+/// - `ratelimit_decisions_total{policy, outcome}`, counter; outcome is `allowed`, `refused`,
+///   `degraded` or `dry_run_refused`
+/// - `ratelimit_early_retries_total{policy}`, counter
+/// - `ratelimit_penalties_started_total{policy}`, counter
+/// - `ratelimit_top_offender_refusals{policy, key}`, gauge, for the `topOffenders` most refused
+/// - `ratelimit_top_offenders_max_error{policy}`, gauge
+/// - `ratelimit_alerting_keys{policy}`, gauge
+/// - `ratelimit_alerts_dropped_total{policy}`, counter
+/// - `ratelimit_store_healthy`, gauge (1 or 0)
+/// - `ratelimit_store_failing_episodes_total`, counter
+/// - `ratelimit_memory_spilling{table}`, gauge (1 or 0), every table seen spilling
 ///
 /// Label values are made valid UTF-8 (`detail::prometheusLabelValue`). Two offenders whose
 /// shown keys come out the same (cut at `RefusalSummaryOptions::maxKeyBytes`, or replaced
@@ -129,6 +129,10 @@ public:
                             "Refusals of a key that came back before the Retry-After of its "
                             "previous refusal had passed.",
                             prometheus::MetricType::Counter);
+        auto penalties = family("ratelimit_penalties_started_total",
+                                "Refusals that started a penalty's block (a penalized limiter's "
+                                "strikes reached their count).",
+                                prometheus::MetricType::Counter);
         auto offenders = family("ratelimit_top_offender_refusals",
                                 "Refusals of the most refused keys over the sliding window, never "
                                 "below the true count and above it by at most "
@@ -157,6 +161,7 @@ public:
                     static_cast<double>(count));
             }
             add(early, {{"policy", policy}}, static_cast<double>(r.counts.retriedEarly));
+            add(penalties, {{"policy", policy}}, static_cast<double>(r.counts.penaltiesStarted));
             addOffenders(offenders, policy, r.topOffenders);
             add(maxError, {{"policy", policy}}, static_cast<double>(r.topOffenders.maxError));
             add(alerting, {{"policy", policy}}, static_cast<double>(r.alerting.size()));
@@ -182,8 +187,8 @@ public:
 
         std::vector<prometheus::MetricFamily> out;
         out.reserve(kFamilies);
-        for (auto* f : {&decisions, &early, &offenders, &maxError, &alerting, &dropped, &healthy,
-                        &episodes, &spilling}) {
+        for (auto* f : {&decisions, &early, &penalties, &offenders, &maxError, &alerting, &dropped,
+                        &healthy, &episodes, &spilling}) {
             out.push_back(std::move(*f));
         }
         return out;
@@ -192,7 +197,7 @@ public:
     [[nodiscard]] const PrometheusOptions& options() const noexcept { return options_; }
 
 private:
-    static constexpr std::size_t kFamilies = 9;
+    static constexpr std::size_t kFamilies = 10;
 
     using Labels = std::vector<prometheus::ClientMetric::Label>;
 
