@@ -193,7 +193,7 @@ TEST_CASE("DecisionMetrics counts equal the decisions of 8 threads, to the unit"
     CHECK(counts.allowed == allowed.load());
     CHECK(counts.refused == refused.load());
     CHECK(counts.allowed == 3000);  // time frozen: each of 3 keys admits its burst of 1000
-    CHECK(counts.decisions() == kThreads * kCalls);
+    CHECK(counts.decisions() == std::uint64_t{kThreads} * kCalls);
     CHECK(counts.degraded == 0);
     CHECK(metrics.counts("nobody") == PolicyCounts{});
 }

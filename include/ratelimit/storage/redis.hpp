@@ -731,8 +731,9 @@ private:
             return d;
         } else {
             (void)each;
+            constexpr std::size_t kPenaltyStarted = 5;
             Decision d = decisionOf(quota, v[0] != 0, v[2], v[3], v[4]);
-            d.penaltyStarted = v[5] != 0;
+            d.penaltyStarted = v[kPenaltyStarted] != 0;
             return d;
         }
     }
