@@ -16,6 +16,9 @@
 //                                            key in a fixed tier: what tiers cost unswitched
 //   BM_TokenBucket_Memory_Hook/...          the same row with MemoryStorage::Options::onEvent
 //                                            set (it never fires): what the unused hook costs
+//   BM_TokenBucket_Memory_Metrics/...       the same row with a DecisionMetrics listener
+//                                            (LimiterOptions::listener): what it costs an
+//                                            admission (a count) and a refusal (the summaries)
 //   BM_Baseline_ClockRead                   SteadyClock::now() alone
 //   BM_Baseline_AtomicGcra/...              one std::atomic<int64_t> TAT per key position,
 //                                            updated by a CAS loop, the same SteadyClock, no
@@ -32,6 +35,7 @@
 // name says (all admitted, or all refused), or it fails with SkipWithError.
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -54,6 +58,7 @@
 #include <ratelimit/decision.hpp>
 #include <ratelimit/limit.hpp>
 #include <ratelimit/limiter.hpp>
+#include <ratelimit/metrics/decision_metrics.hpp>
 #include <ratelimit/storage/memory.hpp>
 #include <ratelimit/tiers.hpp>
 
@@ -239,14 +244,27 @@ ratelimit::MemoryStorage::Options storageOptions(bool hook) {
     return options;
 }
 
+/// What a row attaches beyond the limiter: nothing, the storage's event hook (never fired),
+/// or a `DecisionMetrics` listener.
+enum class Attached { kNothing, kHook, kMetrics };
+
+ratelimit::LimiterOptions limiterOptions(ratelimit::DecisionMetrics& metrics, Attached attached) {
+    ratelimit::LimiterOptions options;
+    if (attached == Attached::kMetrics) {
+        options.listener = &metrics;
+    }
+    return options;
+}
+
 template <class Model>
 class LimiterFixture final : public Fixture {
 public:
     using Lim = ratelimit::Limiter<Model>;
 
-    LimiterFixture(std::size_t keyCount, bool denied, bool hook)
-        : storage(storageOptions(hook)),
-          limiter(denied ? Denied<Model>::make() : allowedLimit<Model>(), storage),
+    LimiterFixture(std::size_t keyCount, bool denied, Attached attached)
+        : storage(storageOptions(attached == Attached::kHook)),
+          limiter(denied ? Denied<Model>::make() : allowedLimit<Model>(), storage,
+                  ratelimit::SteadyClock{}, limiterOptions(metrics, attached)),
           keys(keySet(keyCount)) {
         for (const std::string& key : keys) {
             benchmark::DoNotOptimize(limiter.tryAcquire(key, denied ? kDeniedCount : 1));
@@ -254,6 +272,7 @@ public:
         spilled = storage.stats().spilledCalls;
     }
 
+    ratelimit::DecisionMetrics metrics;  // before the limiter, which it must outlive
     ratelimit::MemoryStorage storage;
     Lim limiter;
     const std::vector<std::string>& keys;
@@ -261,16 +280,18 @@ public:
 };
 
 template <class Model>
-LimiterFixture<Model>& limiterFixture(const RowArgs& a, bool hook) {
+LimiterFixture<Model>& limiterFixture(const RowArgs& a, Attached attached) {
+    static constexpr std::array<const char*, 3> kSuffix{"", "+hook", "+metrics"};
     return sharedFixture<LimiterFixture<Model>>(
-        fixtureId(std::string(Model::kName) + (hook ? "+hook" : ""), a.keys, a.denied), a.keys,
-        a.denied, hook);
+        fixtureId(std::string(Model::kName) + kSuffix.at(static_cast<std::size_t>(attached)),
+                  a.keys, a.denied),
+        a.keys, a.denied, attached);
 }
 
 template <class Model>
-void limiterRow(benchmark::State& state, bool hook) {
+void limiterRow(benchmark::State& state, Attached attached) {
     const RowArgs args = rowArgs(state);
-    auto& f = limiterFixture<Model>(args, hook);
+    auto& f = limiterFixture<Model>(args, attached);
     if (f.spilled != 0) {
         state.SkipWithError("keys spilled while the table was populated");
         return;
@@ -282,12 +303,17 @@ void limiterRow(benchmark::State& state, bool hook) {
 
 template <class Model>
 void BM_Limiter(benchmark::State& state) {
-    limiterRow<Model>(state, false);
+    limiterRow<Model>(state, Attached::kNothing);
 }
 
 template <class Model>
 void BM_LimiterHook(benchmark::State& state) {
-    limiterRow<Model>(state, true);
+    limiterRow<Model>(state, Attached::kHook);
+}
+
+template <class Model>
+void BM_LimiterMetrics(benchmark::State& state) {
+    limiterRow<Model>(state, Attached::kMetrics);
 }
 
 /// Tiers of `Model`: three tiers of the row's limit, each key in the tier its index picks (a
@@ -334,7 +360,7 @@ void BM_Tiered(benchmark::State& state) {
 template <class Model>
 void BM_LimiterGivenNow(benchmark::State& state) {
     const RowArgs args = rowArgs(state);
-    auto& f = limiterFixture<Model>(args, false);
+    auto& f = limiterFixture<Model>(args, Attached::kNothing);
     const typename LimiterFixture<Model>::Lim::time_point now = f.limiter.clock().now();
     runRow(state, f.keys, args, [&f, now](std::size_t, std::string_view key, std::int64_t cost) {
         return f.limiter.tryAcquire(key, cost, now);
@@ -561,6 +587,13 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark("BM_TokenBucket_Memory_Hook",
                                  &BM_LimiterHook<ratelimit::TokenBucketModel>)
         ->Apply(givenNowMatrix);
+    // A DecisionMetrics listener: an admission's count, and a refusal's summaries too.
+    benchmark::RegisterBenchmark("BM_TokenBucket_Memory_Metrics",
+                                 &BM_LimiterMetrics<ratelimit::TokenBucketModel>)
+        ->ArgNames({"keys", "denied", "cost"})
+        ->ArgsProduct({{1, 100'000}, {0, 1}, {1}})
+        ->ThreadRange(1, 2)
+        ->UseRealTime();
 
     benchmark::AddCustomContext("ratelimit_max_keys", "1000000 (MemoryStorage default)");
     benchmark::Initialize(&argc, argv);

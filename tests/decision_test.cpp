@@ -151,3 +151,11 @@ TEST_CASE("Decision: retryAt works for time points before the epoch", "[decision
     CHECK(withRetry(1500ms).retryAt(SystemSeconds{-10s}) == SystemSeconds{-8s});
     CHECK(withRetry(Decision::kNever - 1ns).retryAt(ManualTime{-1ns}) == ManualTime::max() - 2ns);
 }
+
+TEST_CASE("Decision stays 48 bytes on 64-bit targets", "[decision]") {
+    // Every call returns one: its flags share one word, so a new flag costs no bytes
+    // (bench/README.md, "Listeners": at 56 bytes the given-now rows were 1.06-1.23x).
+    if constexpr (sizeof(void*) == 8) {
+        STATIC_REQUIRE(sizeof(ratelimit::Decision) == 48);
+    }
+}

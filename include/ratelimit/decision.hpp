@@ -33,11 +33,12 @@ struct Decision {
     /// Dry-run (`LimiterOptions::dryRun`): enforcing would have refused this call. `allowed` is
     /// true; `remaining`, `retryAfter` and `resetAfter` are the refusal's; nothing was consumed.
     bool wouldRefuse = false;
+    /// A penalized limiter's (`PenalizedModel`): this refusal was the strike that completed the
+    /// count, and started the key's block. (Beside the other flags, so a decision stays 48
+    /// bytes on 64-bit targets.)
+    bool penaltyStarted = false;
     /// Which member of a limit set decided; 0 for a single limit.
     std::uint32_t policy = 0;
-    /// A penalized limiter's (`PenalizedModel`): this refusal was the strike that completed the
-    /// count, and started the key's block.
-    bool penaltyStarted = false;
 
     /// True when the request can never pass, whatever the wait.
     [[nodiscard]] constexpr bool never() const noexcept { return retryAfter == kNever; }

@@ -19,6 +19,7 @@
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/checked_math.hpp>
 #include <ratelimit/detail/chrono.hpp>
+#include <ratelimit/detail/inline.hpp>
 #include <ratelimit/detail/ref_counted.hpp>
 #include <ratelimit/detail/siphash.hpp>
 #include <ratelimit/detail/throw.hpp>
@@ -242,11 +243,17 @@ private:
         }
     }
 
-    /// Tells the listener, if there is one, of a consuming call's decision.
+    /// Tells the listener, if there is one, of a consuming call's decision: a test of a null
+    /// pointer on the inlined path, the event built out of line.
     void notify(std::string_view key, std::int64_t cost, const Decision& d) const noexcept {
-        if (listener_ != nullptr) {
-            listener_->onDecision(DecisionEvent{key, cost, d, outcomeOf(d)});
+        if (listener_ != nullptr) [[unlikely]] {
+            notifyCold(key, cost, d);
         }
+    }
+
+    RATELIMIT_COLD void notifyCold(std::string_view key, std::int64_t cost,
+                                   const Decision& d) const noexcept {
+        listener_->onDecision(DecisionEvent{key, cost, d, outcomeOf(d)});
     }
 
     /// Dry-run: the members' refusals admit too, as the set's did.
