@@ -324,18 +324,9 @@ Limiters makeLimiters(const Config& c, ratelimit::DecisionMetrics* metrics) {
     http::RouteTable table = c.rulesFile.empty()
                                  ? http::RouteTable::parse(kDefaultRules, "built-in rules")
                                  : http::RouteTable::load(c.rulesFile);
+    // The metrics hear the store's health as the limiters' listener: no hook to wire here.
     if (c.redis.empty()) {
-        ratelimit::MemoryStorage::Options memory;
-        if (metrics != nullptr) {
-            // Which tables are full and share spill entries. The hook must not throw.
-            memory.onEvent = [metrics](ratelimit::MemoryEvent event, std::string_view limiterName) {
-                try {
-                    metrics->onMemoryEvent(event, limiterName);
-                } catch (...) {  // out of memory: the dashboard misses this event
-                }
-            };
-        }
-        return limitersOver(std::move(table), ratelimit::MemoryStorage{memory}, c, metrics);
+        return limitersOver(std::move(table), ratelimit::MemoryStorage{}, c, metrics);
     }
 #ifdef RATELIMIT_EXAMPLE_WITH_REDIS
     const std::size_t colon = c.redis.rfind(':');
@@ -349,15 +340,6 @@ Limiters makeLimiters(const Config& c, ratelimit::DecisionMetrics* metrics) {
         usageError("--redis takes HOST:PORT (PORT 0..65535)");
     }
     redis.port = *port;
-    if (metrics != nullptr) {
-        // The store's health: failing from its first failure until it answers again.
-        redis.onEvent = [metrics](const ratelimit::StoreEvent& event) {
-            try {
-                metrics->onStoreEvent(event);
-            } catch (...) {  // out of memory: the dashboard misses this event
-            }
-        };
-    }
     return limitersOver(std::move(table), ratelimit::RedisStorage{redis}, c, metrics);
 #else
     usageError("this build has no Redis support (hiredis was not found)");
@@ -492,7 +474,7 @@ public:
         out += R"("history":{"step":1,"policies":[)";
         for (std::size_t n = 0; n < names.size(); ++n) {
             out += n == 0 ? "{\"policy\":" : ",{\"policy\":";
-            ratelimit::detail::appendJsonString(out, names[n]);
+            http::appendJsonString(out, names[n]);
             for (const bool refused : {false, true}) {
                 out += refused ? ",\"refused\":[" : ",\"allowed\":[";
                 for (std::size_t i = 1; i < samples_.size(); ++i) {
@@ -561,7 +543,7 @@ std::string dashboardJson(ratelimit::DecisionMetrics& metrics, const DecisionHis
     for (std::size_t i = 0; i < reports.size(); ++i) {
         const ratelimit::PolicyReport& r = reports[i];
         out += i == 0 ? "{\"policy\":" : ",{\"policy\":";
-        ratelimit::detail::appendJsonString(out, r.policy);
+        http::appendJsonString(out, r.policy);
         out += ',';
         appendNumber(out, "allowed", r.counts.allowed);
         appendNumber(out, "refused", r.counts.refused);
@@ -575,13 +557,13 @@ std::string dashboardJson(ratelimit::DecisionMetrics& metrics, const DecisionHis
             if (k != 0) {
                 out += ',';
             }
-            ratelimit::detail::appendJsonString(out, r.alerting[k]);
+            http::appendJsonString(out, r.alerting[k]);
         }
         out += "],\"topOffenders\":[";
         for (std::size_t k = 0; k < r.topOffenders.offenders.size(); ++k) {
             const ratelimit::Offender& o = r.topOffenders.offenders[k];
             out += k == 0 ? "{\"key\":" : ",{\"key\":";
-            ratelimit::detail::appendJsonString(out, o.key);
+            http::appendJsonString(out, o.key);
             out += ",\"truncated\":";
             out += o.truncated ? "true," : "false,";
             appendNumber(out, "count", static_cast<std::uint64_t>(o.count));
@@ -592,13 +574,13 @@ std::string dashboardJson(ratelimit::DecisionMetrics& metrics, const DecisionHis
     out += R"(],"store":{"healthy":)";
     out += health.healthy ? "true" : "false";
     out += ",\"failingEpisodes\":" + std::to_string(health.failingEpisodes) + ",\"lastError\":";
-    ratelimit::detail::appendJsonString(out, health.lastError);
+    http::appendJsonString(out, health.lastError);
     out += ",\"spilling\":[";
     for (std::size_t k = 0; k < health.spilling.size(); ++k) {
         if (k != 0) {
             out += ',';
         }
-        ratelimit::detail::appendJsonString(out, health.spilling[k]);
+        http::appendJsonString(out, health.spilling[k]);
     }
     out += "]}}\n";
     return out;

@@ -72,9 +72,13 @@ public:
     void onDecision(const DecisionEvent& e) noexcept override {
         heard.push_back(Heard{std::string(e.key), e.cost, e.decision, e.outcome});
     }
+    void onMemoryEvent(ratelimit::MemoryEvent event, std::string_view table) noexcept override {
+        spills.emplace_back(event, table);
+    }
 
     std::vector<std::string> attached;
     std::vector<Heard> heard;
+    std::vector<std::pair<ratelimit::MemoryEvent, std::string>> spills;
 };
 
 LimiterOptions withListener(DecisionListener& listener, std::string name = "api") {
@@ -450,6 +454,46 @@ TEST_CASE("Store health follows the store's events", "[metrics]") {
     CHECK(metrics.storeHealth().spilling == std::vector<std::string>{"api"});
     metrics.onMemoryEvent(ratelimit::MemoryEvent::kSpillEnded, "api");
     CHECK(metrics.storeHealth().spilling.empty());
+}
+
+TEST_CASE("A listener hears its limiters' memory storage spill, once per change, while they live",
+          "[metrics][listener]") {
+    // docs/semantics.md, "Listeners": the store's health reaches the listener of every limiter
+    // using it, once per change however many of its limiters share the store.
+    using ratelimit::MemoryEvent;
+    using Window = ratelimit::FixedWindow<MemoryStorage, ManualClock>;
+    using Spill = std::pair<MemoryEvent, std::string>;
+    Recorder recorder;
+    DecisionMetrics metrics;
+    ManualClock clock;
+    const MemoryStorage storage{{.maxKeys = 4, .seed = 3}};
+    const auto fill = [](auto& limiter, int keys) {
+        for (int i = 0; i < keys; ++i) {
+            (void)limiter.tryAcquire("k" + std::to_string(i));
+        }
+    };
+    {
+        Bucket a(Limit::perMinute(1), storage, clock, withListener(recorder, "a"));
+        const Bucket twinOfA(Limit::perMinute(1), storage, clock, withListener(recorder, "a"));
+        const Bucket copyOfA = a;
+        Window b(Limit::perMinute(1), storage, clock, withListener(recorder, "b"));
+        Window watched(Limit::perMinute(1), storage, clock, withListener(metrics, "watched"));
+        fill(a, 5);  // the fifth key spills
+        fill(a, 6);
+        fill(b, 5);
+        CHECK(recorder.spills == std::vector<Spill>{{MemoryEvent::kSpillStarted, "a"},
+                                                    {MemoryEvent::kSpillStarted, "b"}});
+        // The ready listener keeps it with no hook wired: every table of the storage its
+        // limiter uses (a's and b's too).
+        CHECK(metrics.storeHealth().spilling == std::vector<std::string>{"a", "b"});
+        fill(watched, 5);
+        CHECK(metrics.storeHealth().spilling == std::vector<std::string>{"a", "b", "watched"});
+        CHECK(recorder.spills.size() == 3);
+    }
+    // Its limiters (and their copies) are gone: it hears this storage no more.
+    Window c(Limit::perMinute(1), storage, clock, LimiterOptions{.name = "c"});
+    fill(c, 5);
+    CHECK(recorder.spills.size() == 3);
 }
 
 TEST_CASE("Bad metrics options throw naming the field", "[metrics][validation]") {

@@ -9,6 +9,8 @@
 #include <string_view>
 
 #include <ratelimit/decision.hpp>
+#include <ratelimit/memory_options.hpp>
+#include <ratelimit/store_error.hpp>
 
 namespace ratelimit {
 inline namespace v1 {
@@ -43,7 +45,9 @@ struct DecisionEvent {
 
 /// Hears the decisions of the limiters built with it (`LimiterOptions::listener`): every
 /// consuming call (`tryAcquire`, a limit set's and a tier's included); not peeks, refunds or
-/// strikes, which decide no request.
+/// strikes, which decide no request. It also hears the health of the storages those limiters
+/// use (`onStoreEvent`, `onMemoryEvent`): each change once, however many of its limiters share
+/// the storage, for as long as one of them (or a copy) lives.
 ///
 /// A listener is called on the calling thread, after the decision is made and outside every
 /// lock of the limiter, so it may call the limiter again. `onDecision` is `noexcept`: a
@@ -71,6 +75,18 @@ public:
 
     /// One decision (see the class comment).
     virtual void onDecision(const DecisionEvent& event) noexcept = 0;
+
+    /// A Redis storage's calls started failing, or succeed again (`StoreEvent`): the same
+    /// changes `RedisStorageOptions::onEvent` hears, told on the calling thread outside every
+    /// lock. Default: nothing.
+    virtual void onStoreEvent(const StoreEvent& event) noexcept { (void)event; }
+
+    /// A memory table (named by its limiters' name) started or stopped answering new keys from
+    /// shared spill entries (`MemoryStorageOptions::onEvent` hears the same). Default: nothing.
+    virtual void onMemoryEvent(MemoryEvent event, std::string_view table) noexcept {
+        (void)event;
+        (void)table;
+    }
 };
 
 }  // namespace v1

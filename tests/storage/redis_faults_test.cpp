@@ -47,6 +47,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include <ratelimit/listener.hpp>
 #include <ratelimit/redis.hpp>
 
 #include "support/catch.hpp"
@@ -106,6 +107,32 @@ public:
             out += std::string(ratelimit::toString(e.error)) + ": " + e.message + ")";
         }
         return out;
+    }
+
+private:
+    mutable std::mutex mutex_;
+    std::vector<StoreEvent> events_;
+};
+
+/// Every store event a limiter's listener heard, in order.
+class HealthListener final : public ratelimit::DecisionListener {
+public:
+    HealthListener() = default;
+    HealthListener(const HealthListener&) = delete;
+    HealthListener& operator=(const HealthListener&) = delete;
+    HealthListener(HealthListener&&) = delete;
+    HealthListener& operator=(HealthListener&&) = delete;
+    ~HealthListener() override = default;
+
+    void onDecision(const ratelimit::DecisionEvent& /*event*/) noexcept override {}
+    void onStoreEvent(const StoreEvent& event) noexcept override {
+        const std::lock_guard<std::mutex> lock(mutex_);
+        events_.push_back(event);
+    }
+
+    [[nodiscard]] std::vector<StoreEvent> events() const {
+        const std::lock_guard<std::mutex> lock(mutex_);
+        return events_;
     }
 
 private:
@@ -794,6 +821,57 @@ TEST_CASE("Redis faults: during a 2 s outage the open breaker answers at once (p
     CHECK(shortCircuited >= calls * 95 / 100);
     CHECK(recovered);
     CHECK(hook.events().size() == 2);
+}
+
+TEST_CASE("Redis faults: a limiter's listener hears the store's health once per change",
+          "[redis_storage][redis][faults][listener]") {
+    // docs/semantics.md, "Listeners": the changes the hook hears reach the listener of every
+    // limiter using the storage, each once however many of its limiters (and copies) share
+    // it, and no more once they are gone.
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    HookLog hook;
+    HealthListener listener;
+    const RedisStorage storage{{.unixSocket = server->unixSocket(),
+                                .timeout = 50ms,
+                                .breakerBackoff = 20ms,
+                                .breakerMaxBackoff = 200ms,
+                                .onEvent = hook.callback()}};
+    const auto listened = [&](const std::string& name, FailurePolicy policy) {
+        ratelimit::LimiterOptions o = limiterOptions(name, policy);
+        o.listener = &listener;
+        return o;
+    };
+    {
+        Bucket closed{Limit::perMinute(100), storage, RedisServerClock{},
+                      listened("health", FailurePolicy::kFailClosed)};
+        const Bucket copy = closed;
+        const Window open{Limit::perMinute(100), storage, RedisServerClock{},
+                          listened("health", FailurePolicy::kFailOpen)};
+        REQUIRE_FALSE(closed.tryAcquire("warm", 1).degraded);
+
+        server->stop();
+        REQUIRE(closed.tryAcquire("down", 1).degraded);
+        server->restart();
+        REQUIRE(waitUntil([&] { return !closed.tryAcquire("back", 1).degraded; }, 10s));
+        INFO(hook.describe());
+        const std::vector<StoreEvent> heard = listener.events();
+        REQUIRE(hook.events().size() == 2);
+        REQUIRE(heard.size() == 2);
+        CHECK(heard[0].health == StoreEvent::Health::kFailing);
+        CHECK(heard[0].error == hook.events()[0].error);
+        CHECK(heard[1].health == StoreEvent::Health::kHealthy);
+    }
+
+    // Its limiters are gone: the next outage reaches the hook, not the listener.
+    Bucket unlistened{Limit::perMinute(100), storage, RedisServerClock{},
+                      limiterOptions("health", FailurePolicy::kFailClosed)};
+    server->stop();
+    CHECK(unlistened.tryAcquire("down", 1).degraded);
+    CHECK(hook.events().size() == 3);
+    CHECK(listener.events().size() == 2);
 }
 
 // ---- 4. each failure policy's exact decision ----------------------------------------------

@@ -30,6 +30,7 @@
 #include <ratelimit/detail/siphash.hpp>
 #include <ratelimit/detail/slot_lock.hpp>
 #include <ratelimit/detail/step.hpp>
+#include <ratelimit/detail/store_listeners.hpp>
 #include <ratelimit/detail/thread_annotations.hpp>
 #include <ratelimit/detail/throw.hpp>
 #include <ratelimit/detail/tick_source.hpp>
@@ -167,8 +168,8 @@ inline const MemoryStorageOptions& checkedMemoryOptions(const MemoryStorageOptio
 }
 
 /// What every handle of one `MemoryStorage` and each of its tables share: its options, its
-/// hashes (and so its hook), and its registry. The last handle or table to go deletes it.
-/// Thread safety: thread-safe.
+/// hashes (and so its hook), its registry and its tables' listeners. The last handle or table to go
+/// deletes it. Thread safety: thread-safe.
 struct MemoryKeyspace final : RefCounted {
     /// Throws: `std::invalid_argument` naming an option outside its range.
     explicit MemoryKeyspace(const MemoryStorageOptions& opts)
@@ -185,6 +186,7 @@ struct MemoryKeyspace final : RefCounted {
     const ShortKeyHash shortKeyHasher;
     const SipHash128 longKeyHasher;
     MemoryRegistry registry;
+    StoreListeners listeners;
 };
 
 /// A fixed-size array on the heap, sized at run time: a `std::vector` would add a capacity and
@@ -1490,6 +1492,7 @@ private:
         if (keyspace_->options.onEvent) {
             keyspace_->options.onEvent(event, name());
         }
+        keyspace_->listeners.tellEach([&](DecisionListener& l) { l.onMemoryEvent(event, name()); });
     }
 
     [[nodiscard]] std::size_t segmentBytes() const noexcept {

@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -113,8 +114,8 @@ struct PolicyReport {
     std::uint64_t alertsDropped = 0;    ///< alerts not started: `maxAlerting` keys were in alert
 };
 
-/// The store's health as its events told it (`DecisionMetrics::onStoreEvent`,
-/// `onMemoryEvent`).
+/// The health of the limiters' storages, as their events told it
+/// (`DecisionMetrics::onStoreEvent`, `onMemoryEvent`).
 struct StoreHealthReport {
     bool healthy = true;
     std::uint64_t failingEpisodes = 0;  ///< times it went from healthy to failing
@@ -124,9 +125,9 @@ struct StoreHealthReport {
 
 /// The ready listener (`LimiterOptions::listener`): per policy (a limiter's name, or a route
 /// rule's), lock-free counts of each outcome, early retries, the keys refused most over a
-/// sliding window (`RefusalSummary`, with its error bound) and attack alerts; and the store's
-/// health, when its hooks are given to `onStoreEvent` and `onMemoryEvent`. An allowed call
-/// adds one to a counter its thread alone writes (no atomic read-modify-write: about 2 ns); a
+/// sliding window (`RefusalSummary`, with its error bound) and attack alerts; and the health of
+/// the storages its limiters use, which they tell it (`onStoreEvent`, `onMemoryEvent`). An allowed
+/// call adds one to a counter its thread alone writes (no atomic read-modify-write: about 2 ns); a
 /// refusal also reads the clock and takes its policy's lock for the summaries (a few hundred
 /// nanoseconds).
 /// Memory: fixed per policy (the summary's bound, plus 16 bytes per early-retry slot).
@@ -152,30 +153,34 @@ public:
     /// A decision heard without a policy (a direct call) counts under the policy "".
     void onDecision(const DecisionEvent& event) noexcept override { policy("").onDecision(event); }
 
-    /// Feeds a store's health hook: `RedisOptions::onEvent = [&m](const StoreEvent& e) {
-    /// m.onStoreEvent(e); }`.
-    void onStoreEvent(const StoreEvent& event) {
+    /// A Redis storage's change of health, heard from the storage of every limiter built with
+    /// this listener (or fed by hand from `RedisStorageOptions::onEvent`).
+    void onStoreEvent(const StoreEvent& event) noexcept override {
         const std::lock_guard guard(healthLock_);
         if (event.health == StoreEvent::Health::kFailing) {
             if (health_.healthy) {
                 ++health_.failingEpisodes;
             }
             health_.healthy = false;
-            health_.lastError = event.message;
+            keepLastError(event.message);
         } else {
             health_.healthy = true;
         }
     }
 
-    /// Feeds a memory storage's hook (`MemoryStorageOptions::onEvent`).
-    void onMemoryEvent(MemoryEvent event, std::string_view table) {
+    /// A memory table's spill starting or ending, heard as `onStoreEvent`.
+    void onMemoryEvent(MemoryEvent event, std::string_view table) noexcept override {
         const std::lock_guard guard(healthLock_);
         auto& spilling = health_.spilling;
         const auto found = std::find(spilling.begin(), spilling.end(), table);
-        if (event == MemoryEvent::kSpillStarted && found == spilling.end()) {
-            spilling.emplace_back(table);
-        } else if (event == MemoryEvent::kSpillEnded && found != spilling.end()) {
+        if (event == MemoryEvent::kSpillEnded && found != spilling.end()) {
             spilling.erase(found);
+        } else if (event == MemoryEvent::kSpillStarted && found == spilling.end()) {
+            try {
+                spilling.emplace_back(table);
+            } catch (const std::bad_alloc&) {
+                // Out of memory for the name: the report misses this table's spill.
+            }
         }
     }
 
@@ -212,6 +217,14 @@ public:
     [[nodiscard]] const DecisionMetricsOptions& options() const noexcept { return options_; }
 
 private:
+    void keepLastError(std::string_view message) noexcept {
+        try {
+            health_.lastError = message;
+        } catch (const std::bad_alloc&) {
+            health_.lastError.clear();  // out of memory for the message: none rather than stale
+        }
+    }
+
     static DecisionMetricsOptions validated(DecisionMetricsOptions options) {
         options.validate();
         return options;

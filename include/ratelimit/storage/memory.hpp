@@ -73,7 +73,8 @@ inline constexpr StorageRange kMemoryRange{"memory", "ns", "", 62, 62, 0};
 template <AlgorithmModel M>
 class MemoryStorage::Table {
 public:
-    explicit Table(detail::Ref<detail::MemoryTable<M>> impl) : impl_(std::move(impl)) {}
+    Table(detail::Ref<detail::MemoryTable<M>> impl, detail::Ref<detail::ListenerHold> listening)
+        : impl_(std::move(impl)), listening_(std::move(listening)) {}
 
     /// Applies the model's step to `key` atomically (a limit set's members' decisions to
     /// `each`, when given). Throws: `std::bad_alloc` only.
@@ -96,7 +97,8 @@ public:
     }
 
 private:
-    detail::Ref<detail::MemoryTable<M>> impl_;
+    detail::Ref<detail::MemoryTable<M>> impl_;  // before `listening_`: it holds the keyspace
+    detail::Ref<detail::ListenerHold> listening_;
 };
 
 template <AlgorithmModel M>
@@ -116,7 +118,7 @@ MemoryStorage::Table<M> MemoryStorage::table(const LimiterOptions& options,
             "give each limiter its own name",
             {M::kName, options.name});
     }
-    return Table<M>(std::move(table));
+    return Table<M>(std::move(table), shared()->listeners.hold(options.listener));
 }
 
 }  // namespace v1

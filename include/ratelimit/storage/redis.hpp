@@ -31,6 +31,7 @@
 #include <ratelimit/detail/redis_script.hpp>
 #include <ratelimit/detail/ref_counted.hpp>
 #include <ratelimit/detail/sha1.hpp>
+#include <ratelimit/detail/store_listeners.hpp>
 #include <ratelimit/detail/throw.hpp>
 #include <ratelimit/options.hpp>
 #include <ratelimit/redis_options.hpp>
@@ -358,6 +359,7 @@ struct RedisShared final : RefCounted {
     std::atomic<std::uint64_t> failures{0};
     std::atomic<std::uint64_t> shortCircuited{0};
     std::array<std::atomic<std::uint64_t>, kStoreErrorKinds> failuresByKind{};
+    StoreListeners listeners;
 
     explicit RedisShared(RedisStorageOptions opts)
         : options(checked(std::move(opts))),
@@ -382,11 +384,15 @@ struct RedisShared final : RefCounted {
         return std::chrono::steady_clock::now() + options.timeout;
     }
 
-    /// Tells the hook of a change of health, if there is one.
-    void report(const std::optional<StoreEvent>& event) const {
-        if (event && options.onEvent) {
+    /// Tells the hook and the listeners of a change of health, if there is one.
+    void report(const std::optional<StoreEvent>& event) {
+        if (!event) {
+            return;
+        }
+        if (options.onEvent) {
             options.onEvent(*event);
         }
+        listeners.tellEach([&](DecisionListener& l) { l.onStoreEvent(*event); });
     }
 
     /// `options`, once each is in its range. Throws: `std::invalid_argument` naming one that is
@@ -515,7 +521,8 @@ public:
           enforced_(detail::Ref<Epochs>::make(Enforced{quota, detail::quotaArguments<M>(quota)})),
           policy_(options.failurePolicy),
           fallback_(detail::Ref<detail::RedisFallback<M>>::make(
-              shared_->options.fallbackMaxKeys, options, quota, shared_->links.current())) {}
+              shared_->options.fallbackMaxKeys, options, quota, shared_->links.current())),
+          listening_(shared_->listeners.hold(options.listener)) {}
 
     /// One check at the time `now` gives (µs ticks of the limiter's clock), read just before
     /// the request is sent.
@@ -831,6 +838,7 @@ private:
     detail::Ref<Epochs> enforced_;
     FailurePolicy policy_;
     detail::Ref<detail::RedisFallback<M>> fallback_;
+    detail::Ref<detail::ListenerHold> listening_;  // after `shared_`, which holds its list
 };
 
 }  // namespace v1
