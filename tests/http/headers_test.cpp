@@ -380,3 +380,15 @@ TEST_CASE("Problem details: quota-exceeded JSON and a plain body", "[http][probl
           std::string::npos);
     CHECK(std::string(ratelimit::http::kProblemContentType) == "application/problem+json");
 }
+
+TEST_CASE("appendJsonString: any key's bytes make a valid JSON string", "[http][problem]") {
+    std::string out = "[";
+    ratelimit::http::appendJsonString(
+        out, std::string_view("q\"\\\n\0\x80\xed\xa0\x80\xf0\x9f\x98\x80", 13));
+    out.push_back(']');
+    // Escaped quote, backslash and controls; a stray continuation byte and a surrogate's
+    // encoding each replaced byte by byte; a well-formed 4-byte sequence kept.
+    CHECK(out == R"(["q\"\\\u000a\u0000\ufffd\ufffd\ufffd\ufffd)"
+                 "\xf0\x9f\x98\x80"
+                 R"("])");
+}

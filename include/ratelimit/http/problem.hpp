@@ -94,8 +94,13 @@ inline void appendJsonControlEscape(std::string& out, unsigned c) {
     out.push_back(kHex[c & utf8::kNibbleMask]);
 }
 
-/// Appends `s` as a JSON string. Control characters are escaped; invalid UTF-8 becomes U+FFFD,
-/// so the document stays valid whatever the bytes.
+}  // namespace detail
+
+namespace http {
+
+/// Appends `s` to `out` as a JSON string (quotes included): control characters are escaped and
+/// invalid UTF-8 becomes U+FFFD, so the document stays valid whatever bytes a client chose for
+/// its key. For bodies and pages that show keys and policy names.
 inline void appendJsonString(std::string& out, std::string_view s) {
     out.push_back('"');
     for (std::size_t i = 0; i < s.size();) {
@@ -104,13 +109,13 @@ inline void appendJsonString(std::string& out, std::string_view s) {
             out.push_back('\\');
             out.push_back(static_cast<char>(c));
             ++i;
-        } else if (c < utf8::kFirstUnescaped) {
-            appendJsonControlEscape(out, c);
+        } else if (c < detail::utf8::kFirstUnescaped) {
+            detail::appendJsonControlEscape(out, c);
             ++i;
-        } else if (c < utf8::kFirstNonAscii) {
+        } else if (c < detail::utf8::kFirstNonAscii) {
             out.push_back(static_cast<char>(c));
             ++i;
-        } else if (const std::size_t n = wellFormedUtf8Length(s, i); n > 0) {
+        } else if (const std::size_t n = detail::wellFormedUtf8Length(s, i); n > 0) {
             out.append(s.substr(i, n));
             i += n;
         } else {
@@ -120,10 +125,6 @@ inline void appendJsonString(std::string& out, std::string_view s) {
     }
     out.push_back('"');
 }
-
-}  // namespace detail
-
-namespace http {
 
 /// `Content-Type` of `problemJson`.
 inline constexpr std::string_view kProblemContentType = "application/problem+json";
@@ -137,19 +138,18 @@ inline constexpr std::string_view kQuotaExceededType =
 [[nodiscard]] inline std::string problemJson(std::span<const std::string_view> violatedPolicies,
                                              std::optional<std::int64_t> retryAfter = {}) {
     std::string out = R"({"type":)";
-    detail::appendJsonString(out, kQuotaExceededType);
+    appendJsonString(out, kQuotaExceededType);
     out.append(R"(,"title":"Request cannot be satisfied as assigned quota has been exceeded")");
     out.append(R"(,"status":429,"detail":)");
-    detail::appendJsonString(
-        out, retryAfter
-                 ? detail::formatted("Too many requests; retry in {} seconds.", {*retryAfter})
-                 : std::string("Too many requests."));
+    appendJsonString(out, retryAfter ? detail::formatted("Too many requests; retry in {} seconds.",
+                                                         {*retryAfter})
+                                     : std::string("Too many requests."));
     out.append(R"(,"violated-policies":[)");
     for (std::size_t i = 0; i < violatedPolicies.size(); ++i) {
         if (i > 0) {
             out.push_back(',');
         }
-        detail::appendJsonString(out, violatedPolicies[i]);
+        appendJsonString(out, violatedPolicies[i]);
     }
     out.append("]}");
     return out;
@@ -164,7 +164,7 @@ inline constexpr std::string_view kQuotaExceededType =
 /// all), title `Bad Request`, `status` 400 and the `detail` sentence, escaped into valid JSON.
 [[nodiscard]] inline std::string badRequestProblemJson(std::string_view detail) {
     std::string out = R"({"type":"about:blank","title":"Bad Request","status":400,"detail":)";
-    detail::appendJsonString(out, detail);
+    appendJsonString(out, detail);
     out.push_back('}');
     return out;
 }
