@@ -659,53 +659,57 @@ private:
         }
     };
 
-    /// Steps a key's `state`, under its lock. One return of one `Decision` on every path (a
-    /// reset answers in `runCold`), so the compiler builds it in its caller's place instead of
-    /// copying it.
-    // NOLINTNEXTLINE(misc-no-recursion): again only when a limit changed during the step
+    /// Steps a key's `state`, under its lock. The epoch is checked before the step, after
+    /// every clock read (`answeredAt`): a change after the check reads its clock after this
+    /// step's time, so the write stays before the change's `since` (`LimitEpochs`). One return
+    /// of one `Decision`, and neither it nor the state has its address taken on the inlined
+    /// path: either would put it on the stack, where copying it out stalled every step on
+    /// store forwarding (bench/README.md, "The decision's copies").
     RATELIMIT_INLINE Decision run(typename M::State& state, const Request& r) {
-        Tick now = answeredAt(state, r);
+        const Epoch* epoch = r.epoch;
+        Tick since = r.since;
+        Tick now = answeredAt(M::lastWrite(state), r);
+        if (r.writes() && !epochs_.isCurrent(*epoch)) [[unlikely]] {
+            const Renewed renewed = renewedCold(M::lastWrite(state), r);
+            epoch = renewed.epoch;
+            since = epoch->since.load(std::memory_order_relaxed);
+            now = renewed.now;
+        }
         // A refund or strikes act out of line, then are answered as a zero cost: one decision,
         // built in the caller's place.
         if constexpr (std::is_trivially_copyable_v<typename M::State>) {
             // One copy of the model's step in the inlined path, for peeks and writes alike.
             typename M::State next = state;
-            if (M::lastWrite(next) < r.since) [[unlikely]] {
+            if (M::lastWrite(next) < since) [[unlikely]] {
                 // By value, as below.
-                next = carriedCold(next, *r.epoch, now);
+                next = carriedCold(next, *epoch, now);
             }
             Tick late = 0;
             if (r.acts()) [[unlikely]] {
                 // By value: a state whose address escaped would live on the stack, and its
                 // copy back stalled every step on a store-forwarding miss.
-                next = actedCold(next, r, now, late);
+                next = actedCold(next, r, *epoch, now, late);
             }
             // Not const: GCC 12 builds a const local apart and copies it out.
-            Decision d = applyStep<M>(next, r.epoch->value, now, r.stepCost(), r.each, late);
+            Decision d = applyStep<M>(next, epoch->value, now, r.stepCost(), r.each, late);
             if (r.writes()) {
-                // One return of `d` on every path, as above.
-                if (epochs_.isCurrent(*r.epoch)) [[likely]] {
-                    state = next;
-                } else {
-                    d = rerunCold(state, r);
-                }
+                state = next;
             }
             return d;
         } else {
-            return runInPlace(state, r, now);
+            return runInPlace(state, r, *epoch, since, now);
         }
     }
 
     /// The time a step is answered at: the call's, unless another call wrote a later time
-    /// since this one read the clock. Steps take effect in the order of their times: a steady
-    /// clock read that later time while this call was under way, so this call steps at it,
-    /// with no clock read under the lock. Otherwise (another clock, which may really have
-    /// stepped back, or a time further back than a late call's) the clock is read again, and
-    /// the model rebases on a real step. Never before the limit's epoch.
-    [[nodiscard]] RATELIMIT_INLINE Tick answeredAt(const typename M::State& state,
-                                                   const Request& r) const {
+    /// (`last`) since this one read the clock. Steps take effect in the order of their times:
+    /// a steady clock read that later time while this call was under way, so this call steps
+    /// at it, with no clock read under the lock. Otherwise (another clock, which may really
+    /// have stepped back, or a time further back than a late call's) the clock is read again,
+    /// and the model rebases on a real step. Never before the limit's epoch.
+    [[nodiscard]] RATELIMIT_INLINE static Tick answeredAt(Tick last, const Request& r) {
         Tick now = r.now;
-        if (const Tick last = M::lastWrite(state); now < last) {
+        if (now < last) {
             const bool stale =
                 r.clock.steady() && satSub(last, now) <= r.epoch->value.lateTolerance;
             const Tick read = stale ? last : r.clock();
@@ -714,26 +718,43 @@ private:
         return now;
     }
 
+    /// The epoch a step writes under, and the time it is answered at there.
+    struct Renewed {
+        const Epoch* epoch;
+        Tick now;
+    };
+
+    /// For a step whose epoch was replaced before it wrote, on a key last written at `last`:
+    /// the epoch in force, and the time the step is answered at under it (no earlier than its
+    /// start).
+    [[nodiscard]] RATELIMIT_COLD Renewed renewedCold(Tick last, const Request& r) const {
+        Request again = r;
+        for (;;) {
+            again.epoch = &epochs_.current(again.since);
+            again.now = r.now < again.since ? again.since : r.now;
+            const Tick now = answeredAt(last, again);
+            if (epochs_.isCurrent(*again.epoch)) {
+                return {again.epoch, now};
+            }
+        }
+    }
+
     /// `run` for the sliding log's runs: a peek copies them, a write steps them in place.
-    // NOLINTNEXTLINE(misc-no-recursion): again only when a limit changed during the step
-    Decision runInPlace(typename M::State& state, const Request& r, Tick now) {
-        const Epoch& epoch = *r.epoch;
+    Decision runInPlace(typename M::State& state, const Request& r, const Epoch& epoch, Tick since,
+                        Tick now) {
         if (!r.writes()) {
             typename M::State copy = state;
-            if (M::lastWrite(copy) < r.since) {
+            if (M::lastWrite(copy) < since) {
                 copy = carriedCold(copy, epoch, now);
             }
             return applyStep<M>(copy, epoch.value, now, r.cost, r.each);
         }
-        if (!epochs_.isCurrent(epoch)) [[unlikely]] {
-            return rerunCold(state, r);
-        }
-        if (M::lastWrite(state) < r.since) {
+        if (M::lastWrite(state) < since) {
             state = carriedCold(state, epoch, now);
         }
         Tick late = 0;
         if (r.acts()) [[unlikely]] {
-            state = actedCold(std::move(state), r, now, late);
+            state = actedCold(std::move(state), r, epoch, now, late);
         }
         return applyStep<M>(state, epoch.value, now, r.stepCost(), r.each, late);
     }
@@ -745,22 +766,12 @@ private:
         return carry_.load(std::memory_order_acquire)(state, from.value, epoch.value, now);
     }
 
-    /// A step whose epoch was replaced before it wrote: stepped again under the new one, at a
-    /// time no earlier than its start.
-    // NOLINTNEXTLINE(misc-no-recursion): again only when a limit changed during the step
-    RATELIMIT_COLD Decision rerunCold(typename M::State& state, const Request& r) {
-        Request again = r;
-        again.epoch = &epochs_.current(again.since);
-        again.now = r.now < again.since ? again.since : r.now;
-        return runPlainCold(state, again);
-    }
-
     /// `state` after a refund gives back (`Limiter::refund`, which only refundable models
     /// offer) or strikes are given (`Limiter::penalize`, penalized models only), at `now`
     /// moved to the time the call is answered at, `late` after it (`applyAction`).
-    RATELIMIT_COLD typename M::State actedCold(typename M::State state, const Request& r, Tick& now,
-                                               Tick& late) {
-        late = applyAction<M>(r.mode, state, r.epoch->value, now, r.cost, r.each);
+    RATELIMIT_COLD typename M::State actedCold(typename M::State state, const Request& r,
+                                               const Epoch& epoch, Tick& now, Tick& late) {
+        late = applyAction<M>(r.mode, state, epoch.value, now, r.cost, r.each);
         return state;
     }
 
@@ -896,7 +907,6 @@ private:
 
     /// `run` out of line on a state of the model's own type: a spill entry's, or a bucket's
     /// fresh state before it is published in its slot's words.
-    // NOLINTNEXTLINE(misc-no-recursion): again only when a limit changed during the step
     RATELIMIT_COLD Decision runPlainCold(typename M::State& state, const Request& r) {
         return run(state, r);
     }

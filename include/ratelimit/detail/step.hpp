@@ -80,8 +80,9 @@ void forEachDecision(Each& each, F&& f) {
 }
 
 /// A late call's waits count from its own time, `late` ticks before the time it was answered
-/// at.
-inline void shiftLate(Decision& d, Tick late, std::int64_t nanosPerTick) noexcept {
+/// at. Inlined whole: GCC 12 split the body out with the decision's address, which kept every
+/// step's decision on the stack (bench/README.md, "The decision's copies").
+RATELIMIT_INLINE void shiftLate(Decision& d, Tick late, std::int64_t nanosPerTick) noexcept {
     if (late > 0) {
         const std::chrono::nanoseconds shift{late * nanosPerTick};
         if (!d.never() && d.retryAfter.count() > 0) {
