@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <latch>
+#include <random>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -338,6 +339,48 @@ TEST_CASE("Top offenders: 10 heavy keys among a million light ones, within the b
     CHECK(top.offenders.front().key == "heavy-9");
     // Fixed memory: a million keys, and the summary holds its counters and no more.
     CHECK(summary.top(kLight, now).offenders.size() <= o.counters);
+}
+
+TEST_CASE("Top offenders: every key's count within the bound, on random skewed streams",
+          "[metrics][offenders]") {
+    // Few counters and many keys: most refusals replace the least counter, so the index of
+    // counters by digest is emptied and refilled all the time. Every key, counted or not, must
+    // keep guaranteed <= truth <= count <= truth + maxError, and the counts must sum to the
+    // refusals (Space-Saving's invariant), or a key was lost or counted twice.
+    const std::uint64_t seed = GENERATE(1U, 2U, 3U, 4U);
+    std::mt19937_64 random(seed);
+    RefusalSummaryOptions o;
+    o.counters = 16;
+    o.spans = 1;
+    RefusalSummary summary(o);
+    constexpr int kKeys = 200;
+    constexpr int kRefusals = 20'000;
+    std::vector<std::int64_t> truth(kKeys, 0);
+    for (int i = 0; i < kRefusals; ++i) {
+        // Skewed: key k about twice as likely as key 2k.
+        const auto k = static_cast<std::size_t>(
+            std::min<std::uint64_t>(kKeys - 1, kKeys / (1 + random() % kKeys)));
+        summary.add("k" + std::to_string(k), 1s);
+        ++truth[k];
+    }
+    const ratelimit::TopOffenders top = summary.top(kKeys, 1s);
+    CHECK(top.refusals == kRefusals);
+    CHECK(top.maxError <= kRefusals / 16);
+    std::int64_t counted = 0;
+    for (const ratelimit::Offender& offender : top.offenders) {
+        counted += offender.count;
+    }
+    CHECK(counted == kRefusals);
+    CHECK(top.offenders.size() == 16);
+    for (std::size_t k = 0; k < kKeys; ++k) {
+        const std::uint64_t id = RefusalSummary::keyId("k" + std::to_string(k));
+        const auto [count, guaranteed] = summary.bounds(id, 1s);
+        INFO("key " << k << " truth " << truth[k] << " count " << count << " guaranteed "
+                    << guaranteed);
+        CHECK(guaranteed <= truth[k]);
+        CHECK(truth[k] <= count);
+        CHECK(count <= truth[k] + top.maxError);
+    }
 }
 
 TEST_CASE("Top offenders slide with the window, a span at a time", "[metrics][offenders]") {

@@ -5,9 +5,11 @@
 // Streams", 2005) per span of the window (docs/semantics.md, "Top offenders").
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -92,7 +94,8 @@ struct TopOffenders {
 /// takes the least counter's place and its count, which becomes its possible error. So every
 /// count is at least the truth and at most the truth plus the least counter of each span where
 /// it was not counted, at most `refusals / counters` of that span: the answer's `maxError`.
-/// Memory: about `spans × counters × (maxKeyBytes + 80)` bytes at most, whatever the keys.
+/// Memory: about `spans × counters × (maxKeyBytes + 100)` bytes at most, whatever the keys;
+/// a new key that takes the least counter allocates nothing.
 /// A clock step back starts the spans it lands in afresh.
 /// Thread safety: thread-compatible (`DecisionMetrics` holds it under its policy's lock).
 class RefusalSummary {
@@ -103,7 +106,8 @@ public:
           spans_(static_cast<std::size_t>(options_.spans)) {
         for (Span& s : spans_) {
             s.counters.reserve(options_.counters);
-            s.index.reserve(options_.counters);
+            s.heap.reserve(options_.counters);
+            s.index = IdIndex(options_.counters);
         }
     }
 
@@ -123,22 +127,28 @@ public:
         latest_ = std::max(latest_, at);
         Span& s = spanAt(at);
         s.refusals += 1;
-        if (const auto found = s.index.find(id); found != s.index.end()) {
-            s.counters[found->second].count += 1;
-            siftDown(s, found->second);
+        if (const std::uint32_t found = s.index.find(id); found != IdIndex::kNone) {
+            Counter& c = s.counters[found];
+            c.count += 1;
+            siftDown(s, c.heapAt);
         } else if (s.counters.size() < options_.counters) {
-            s.counters.push_back(Counter{id, 1, 0, shown(key), key.size() > options_.maxKeyBytes});
-            s.index.emplace(id, static_cast<std::uint32_t>(s.counters.size() - 1));
-            siftUp(s, s.counters.size() - 1);
+            const auto slot = static_cast<std::uint32_t>(s.counters.size());
+            s.counters.push_back(Counter{id, 1, 0, shown(key), key.size() > options_.maxKeyBytes,
+                                         static_cast<std::uint32_t>(s.heap.size())});
+            s.heap.push_back(slot);
+            s.index.insert(id, slot);
+            siftUp(s, s.heap.size() - 1);
         } else {
-            Counter& least = s.counters.front();
+            // The least counter is the new key's now, its count the new key's possible error.
+            const std::uint32_t slot = s.heap.front();
+            Counter& least = s.counters[slot];
             s.index.erase(least.id);
             least.id = id;
             least.error = least.count;
             least.count += 1;
-            least.key.assign(key.substr(0, options_.maxKeyBytes));
+            least.key.assign(key.substr(0, options_.maxKeyBytes));  // in its own capacity
             least.truncated = key.size() > options_.maxKeyBytes;
-            s.index.emplace(id, 0);
+            s.index.insert(id, slot);
             siftDown(s, 0);
         }
         return slid;
@@ -210,15 +220,82 @@ private:
         std::int64_t error = 0;  ///< what the counter held when this key took it
         std::string key;
         bool truncated = false;
+        std::uint32_t heapAt = 0;  ///< where the heap holds it
     };
 
-    /// One span's Space-Saving summary: its counters as a min-heap by count, so the least is
-    /// at the front, and where each key's counter is.
+    /// Where each counted key's counter is, by its digest: open addressing in flat arrays of
+    /// twice the counters (a power of two), linear probing, and deletion by shifting the
+    /// probe sequence back, so that replacing the least counter under a flood of new keys
+    /// allocates nothing and touches a few adjacent entries.
+    class IdIndex {
+    public:
+        static constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
+
+        IdIndex() = default;
+        explicit IdIndex(std::size_t counters)
+            : mask_(std::bit_ceil(2 * counters) - 1), ids_(mask_ + 1), slots_(mask_ + 1, kNone) {}
+
+        [[nodiscard]] std::uint32_t find(std::uint64_t id) const noexcept {
+            for (std::size_t i = home(id);; i = (i + 1) & mask_) {
+                if (slots_[i] == kNone || ids_[i] == id) {
+                    return slots_[i];
+                }
+            }
+        }
+
+        /// Adds `id`, which it does not hold.
+        void insert(std::uint64_t id, std::uint32_t slot) noexcept {
+            std::size_t i = home(id);
+            while (slots_[i] != kNone) {
+                i = (i + 1) & mask_;
+            }
+            ids_[i] = id;
+            slots_[i] = slot;
+        }
+
+        /// Removes `id`; each entry after it in the run moves back into the hole when its home
+        /// allows, so that every lookup still stops at the first empty entry.
+        void erase(std::uint64_t id) noexcept {
+            std::size_t hole = home(id);
+            while (slots_[hole] != kNone && ids_[hole] != id) {
+                hole = (hole + 1) & mask_;
+            }
+            if (slots_[hole] == kNone) {
+                return;
+            }
+            for (std::size_t i = (hole + 1) & mask_; slots_[i] != kNone; i = (i + 1) & mask_) {
+                // Movable when its home is not within (hole, i]: cyclically, the distance from
+                // its home to i is at least the distance from the hole to i.
+                if (((i - home(ids_[i])) & mask_) >= ((i - hole) & mask_)) {
+                    ids_[hole] = ids_[i];
+                    slots_[hole] = slots_[i];
+                    hole = i;
+                }
+            }
+            slots_[hole] = kNone;
+        }
+
+        void clear() noexcept { std::fill(slots_.begin(), slots_.end(), kNone); }
+
+    private:
+        [[nodiscard]] std::size_t home(std::uint64_t id) const noexcept {
+            return id & mask_;  // a SipHash digest: every bit mixed
+        }
+
+        std::size_t mask_ = 0;
+        std::vector<std::uint64_t> ids_;
+        std::vector<std::uint32_t> slots_;  ///< a counter's place in `Span::counters`, or kNone
+    };
+
+    /// One span's Space-Saving summary: its counters, which stay where they were placed, a
+    /// min-heap of their places by count, so the least is at the front, and where each key's
+    /// counter is.
     struct Span {
         std::int64_t at = detail::kInt64Min;  ///< the span it counts (time / span length)
         std::int64_t refusals = 0;
         std::vector<Counter> counters;
-        std::unordered_map<std::uint64_t, std::uint32_t> index;
+        std::vector<std::uint32_t> heap;
+        IdIndex index;
     };
 
     struct Bounds {
@@ -236,6 +313,7 @@ private:
             s.at = at;
             s.refusals = 0;
             s.counters.clear();
+            s.heap.clear();
             s.index.clear();
         }
         return s;
@@ -256,14 +334,14 @@ private:
     [[nodiscard]] std::int64_t unseenBound(const Span& s) const noexcept {
         return s.counters.size() < options_.counters || s.counters.empty()
                    ? 0
-                   : s.counters.front().count;
+                   : s.counters[s.heap.front()].count;
     }
 
     [[nodiscard]] Bounds boundsOf(std::uint64_t id, std::int64_t at) const {
         Bounds b;
         forLiveSpans(at, [&](const Span& s) {
-            if (const auto found = s.index.find(id); found != s.index.end()) {
-                const Counter& c = s.counters[found->second];
+            if (const std::uint32_t found = s.index.find(id); found != IdIndex::kNone) {
+                const Counter& c = s.counters[found];
                 b.count += c.count;
                 b.guaranteed += c.count - c.error;
             } else {
@@ -277,16 +355,20 @@ private:
         return std::string(key.substr(0, options_.maxKeyBytes));
     }
 
-    static void swapAt(Span& s, std::size_t a, std::size_t b) {
-        std::swap(s.counters[a], s.counters[b]);
-        s.index[s.counters[a].id] = static_cast<std::uint32_t>(a);
-        s.index[s.counters[b].id] = static_cast<std::uint32_t>(b);
+    [[nodiscard]] static std::int64_t countAt(const Span& s, std::size_t i) noexcept {
+        return s.counters[s.heap[i]].count;
     }
 
-    static void siftUp(Span& s, std::size_t i) {
+    static void swapAt(Span& s, std::size_t a, std::size_t b) noexcept {
+        std::swap(s.heap[a], s.heap[b]);
+        s.counters[s.heap[a]].heapAt = static_cast<std::uint32_t>(a);
+        s.counters[s.heap[b]].heapAt = static_cast<std::uint32_t>(b);
+    }
+
+    static void siftUp(Span& s, std::size_t i) noexcept {
         while (i > 0) {
             const std::size_t parent = (i - 1) / 2;
-            if (s.counters[parent].count <= s.counters[i].count) {
+            if (countAt(s, parent) <= countAt(s, i)) {
                 return;
             }
             swapAt(s, parent, i);
@@ -294,8 +376,8 @@ private:
         }
     }
 
-    static void siftDown(Span& s, std::size_t i) {
-        const std::size_t size = s.counters.size();
+    static void siftDown(Span& s, std::size_t i) noexcept {
+        const std::size_t size = s.heap.size();
         for (;;) {
             const std::size_t left = 2 * i + 1;
             if (left >= size) {
@@ -303,8 +385,8 @@ private:
             }
             const std::size_t right = left + 1;
             const std::size_t least =
-                right < size && s.counters[right].count < s.counters[left].count ? right : left;
-            if (s.counters[i].count <= s.counters[least].count) {
+                right < size && countAt(s, right) < countAt(s, left) ? right : left;
+            if (countAt(s, i) <= countAt(s, least)) {
                 return;
             }
             swapAt(s, i, least);
