@@ -1089,6 +1089,26 @@ TEST_CASE("MemoryStorage: empty and binary keys are distinct keys", "[memory_sto
     }
 }
 
+TEST_CASE("MemoryStorage: an inline key's words hold its bytes, zero-padded, at every length",
+          "[memory_storage][memory]") {
+    // Built in two words from overlapping loads, not copied byte by byte: a wrong shift or
+    // overlap would lose or misplace a byte, and keys would share words (or, after a split,
+    // which rehashes the stored bytes, move to another key's segment).
+    for (std::size_t length = 0; length <= ratelimit::detail::KeyBytes::kInline; ++length) {
+        for (const unsigned fill : {0x00U, 0x5aU, 0xffU}) {
+            std::string key;
+            for (std::size_t i = 0; i < length; ++i) {
+                key.push_back(static_cast<char>(fill ^ (0x11U * (i + 1))));
+            }
+            CAPTURE(length, fill);
+            std::array<char, ratelimit::detail::KeyBytes::kInline> expected{};
+            std::copy(key.begin(), key.end(), expected.begin());
+            const ratelimit::detail::KeyBytes words = ratelimit::detail::KeyBytes::padded(key);
+            REQUIRE(std::equal(expected.begin(), expected.end(), words.data()));
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Several limiters, one storage
 

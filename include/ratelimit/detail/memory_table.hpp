@@ -240,6 +240,34 @@ public:
         }
     }
 
+    /// A key of at most kInline bytes, zero-padded. Built in registers from overlapping loads,
+    /// as the short-key hash reads it: a `memcpy` of a variable length is a libc call on every
+    /// step, and its byte stores, read back as words by `matches`, would miss store forwarding.
+    [[nodiscard]] static KeyBytes padded(std::string_view key) noexcept {
+        KeyBytes out;
+        const std::size_t n = key.size();
+        const char* const p = key.data();
+        if constexpr (std::endian::native != std::endian::little) {
+            if (n > 0) {
+                std::memcpy(out.data(), p, n);
+            }
+        } else if (n > sizeof(std::uint64_t)) {
+            constexpr std::size_t kWord = sizeof(std::uint64_t);
+            out.words_[0] = loadWord<std::uint64_t>(p);
+            out.words_[1] = loadWord<std::uint64_t>(p + n - kWord) >> (kByteBits * (2 * kWord - n));
+        } else if (n == sizeof(std::uint64_t)) {
+            out.words_[0] = loadWord<std::uint64_t>(p);
+        } else if (n >= sizeof(std::uint32_t)) {
+            const std::uint64_t tail = loadWord<std::uint32_t>(p + n - sizeof(std::uint32_t));
+            out.words_[0] =
+                loadWord<std::uint32_t>(p) | (tail << (kByteBits * (n - sizeof(std::uint32_t))));
+        } else if (n > 0) {
+            out.words_[0] = byte(p[0]) | (byte(p[n / 2]) << (kByteBits * (n / 2))) |
+                            (byte(p[n - 1]) << (kByteBits * (n - 1)));
+        }
+        return out;
+    }
+
     /// The words as they are, read atomically.
     [[nodiscard]] KeyBytes snapshot() noexcept {
         KeyBytes copy;
@@ -248,6 +276,16 @@ public:
     }
 
 private:
+    static constexpr unsigned kByteBits = 8;
+
+    template <class Word>
+    static std::uint64_t loadWord(const char* p) noexcept {
+        Word w{};
+        std::memcpy(&w, p, sizeof w);
+        return w;
+    }
+    static std::uint64_t byte(char c) noexcept { return static_cast<unsigned char>(c); }
+
     static std::uint64_t load(std::uint64_t& word) noexcept {
         return std::atomic_ref<std::uint64_t>(word).load(std::memory_order_relaxed);
     }
@@ -324,7 +362,8 @@ inline std::uint64_t reduce(std::uint64_t hash, std::size_t n) noexcept {
 /// of one group would share tags (and a lookup would lock all of them) or homes. It writes into `p`
 /// in place: a returned struct, copied into the caller's lookup, costs the step path a
 /// store-forwarding stall.
-inline void placeKey(const Digest128& d, const TableShape& shape, KeyPlacement& p) noexcept {
+RATELIMIT_INLINE void placeKey(const Digest128& d, const TableShape& shape,
+                               KeyPlacement& p) noexcept {
     constexpr std::size_t kTagValues = 255;
     constexpr unsigned kHalf = 32;
     const std::size_t groups = shape.segmentGroups;
@@ -589,9 +628,7 @@ private:
         Lookup k{};
         if (key.size() <= StoredKey::kInline) {
             k.key.length = static_cast<std::uint8_t>(key.size());
-            if (!key.empty()) {
-                std::memcpy(k.key.bytes.data(), key.data(), key.size());
-            }
+            k.key.bytes = KeyBytes::padded(key);
         } else {
             k.key.length = StoredKey::kDigested;
             std::memcpy(k.key.bytes.data(), &d.low, sizeof d.low);

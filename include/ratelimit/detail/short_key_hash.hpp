@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include <ratelimit/detail/checked_math.hpp>
+#include <ratelimit/detail/inline.hpp>
 #include <ratelimit/detail/siphash.hpp>
 
 namespace ratelimit {
@@ -29,7 +30,7 @@ public:
     /// `key.size() <= kMaxLength`. The two words hold every byte given the length (loads
     /// overlap rather than pad), so distinct keys of one length reach the mixer distinct, and
     /// keys of different lengths get different second rounds.
-    [[nodiscard]] Digest128 operator()(std::string_view key) const noexcept {
+    [[nodiscard]] RATELIMIT_INLINE Digest128 operator()(std::string_view key) const noexcept {
         const std::size_t n = key.size();
         const char* p = key.data();
         std::uint64_t a = 0;

@@ -91,7 +91,7 @@ public:
     static constexpr unsigned kMaxLength = 63;
 
     /// Locks the slot when its key has `length` bytes; false, without locking, otherwise.
-    bool lockIfLength(std::uint8_t length) noexcept RATELIMIT_TRY_ACQUIRE(true) {
+    RATELIMIT_INLINE bool lockIfLength(std::uint8_t length) noexcept RATELIMIT_TRY_ACQUIRE(true) {
         auto expected = static_cast<std::uint8_t>(length << kLengthShift);
         if (state_.compare_exchange_strong(expected, expected | kHeld, std::memory_order_acquire)) {
             return true;
@@ -114,7 +114,7 @@ public:
                state_.compare_exchange_strong(seen, seen | kHeld, std::memory_order_acquire);
     }
 
-    void unlock() noexcept RATELIMIT_RELEASE() {
+    RATELIMIT_INLINE void unlock() noexcept RATELIMIT_RELEASE() {
         const auto free =
             static_cast<std::uint8_t>(state_.load(std::memory_order_relaxed) & ~kLockBits);
         if ((state_.exchange(free, std::memory_order_release) & kLockBits) == kSleepers) {
@@ -201,7 +201,7 @@ public:
     explicit LockGuard(Lock& lock) noexcept RATELIMIT_ACQUIRE(lock) : lock_(lock) { lock_.lock(); }
     /// Takes over `lock`, which the caller holds.
     LockGuard(Lock& lock, AdoptLock /*held*/) noexcept RATELIMIT_REQUIRES(lock) : lock_(lock) {}
-    ~LockGuard() RATELIMIT_RELEASE() { lock_.unlock(); }
+    RATELIMIT_INLINE ~LockGuard() RATELIMIT_RELEASE() { lock_.unlock(); }
     LockGuard(const LockGuard&) = delete;
     LockGuard& operator=(const LockGuard&) = delete;
     LockGuard(LockGuard&&) = delete;
