@@ -77,6 +77,14 @@ struct RedisStorageOptions {
     /// For tests and simulations: the clock the circuit breaker reads to time its backoff.
     /// Default (empty): `std::chrono::steady_clock`. Deadlines always use the steady clock.
     std::function<std::chrono::steady_clock::time_point()> breakerClock{};
+    /// Keys longer than this many bytes go to Redis as their keyed 128-bit digest
+    /// (`keyDigestKey`), so a client-chosen key of any size costs Redis a short key; shorter
+    /// keys go as they are, readable. Default 128.
+    std::size_t maxKeyBytes = 128;
+    /// The SipHash-2-4 key of that digest. Every host sharing the server must use the same
+    /// one, or they count a long key apart. The default is public: where clients choose keys,
+    /// set a secret, so no client can aim a long key at another's digest.
+    std::array<std::uint64_t, 2> keyDigestKey{0x7261746c696d6974ULL, 0x6b65796469676573ULL};
 };
 // NOLINTEND(cppcoreguidelines-avoid-magic-numbers,readability-magic-numbers)
 

@@ -130,6 +130,86 @@ TEMPLATE_TEST_CASE("RedisStorage: any byte string is a key, stored as given",
     CHECK(storage.stats().failures == 0);
 }
 
+TEST_CASE("RedisStorage: a key longer than maxKeyBytes goes to Redis as its keyed digest",
+          "[redis_storage][redis]") {
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    using Model = ratelimit::TokenBucketModel;
+    using Set = ratelimit::LimitSet<ratelimit::TokenBucketModel, ratelimit::FixedWindowModel>;
+    const std::string prefix = "rl-long";
+    const RedisStorage::Options options = storageOptions(*server, prefix);
+    REQUIRE(options.maxKeyBytes == 128);
+    const RedisStorage storage(options);
+    ManualClock clock;
+    clock.set(5s);
+    RedisLimiter<Model> limiter(Limit::perMinute(2), storage, clock, limiterOptions("long"));
+    const RedisContextPtr raw = connectTo(*server);
+
+    const std::string atBound(128, 'k');
+    const std::string overBound(129, 'k');
+    std::string huge(std::size_t{1} << 20, 'h');
+    std::string hugeTwin = huge;
+    hugeTwin.back() = 'H';  // differs in its last byte only
+    const std::vector<const std::string*> keys{&atBound, &overBound, &huge, &hugeTwin};
+    for (const std::string* key : keys) {
+        INFO(key->size() << " bytes");
+        CHECK(limiter.tryAcquire(*key, 2).allowed);
+        CHECK_FALSE(limiter.tryAcquire(*key, 1).allowed);
+    }
+    // 128 bytes go as they are; longer keys as `{#<32 hex digits>}`.
+    CHECK(hashTagOf(atBound) == "{128:" + atBound + "}");
+    CHECK(hashTagOf(overBound).size() == 35);
+    std::set<std::string> expected;
+    for (const std::string* key : keys) {
+        expected.insert(redisKeyOf<Model>(prefix, "long", *key));
+    }
+    const std::vector<std::string> found = scanAll(raw.get());
+    CHECK(std::set<std::string>(found.begin(), found.end()) == expected);
+    for (const std::string& k : found) {
+        CHECK(k.size() < 200);
+    }
+
+    // Another host with the same digest key counts a long key with this one; a storage with
+    // another digest key counts it apart.
+    const RedisStorage sameKey(options);
+    RedisLimiter<Model> otherHost(Limit::perMinute(2), sameKey, clock, limiterOptions("long"));
+    CHECK_FALSE(otherHost.tryAcquire(huge, 1).allowed);
+    RedisStorage::Options secret = options;
+    secret.keyDigestKey = {0x0123456789abcdefULL, 0xfedcba9876543210ULL};
+    const RedisStorage otherKey(secret);
+    RedisLimiter<Model> apart(Limit::perMinute(2), otherKey, clock, limiterOptions("long"));
+    CHECK(apart.tryAcquire(huge, 2).allowed);
+    CHECK(integerReply(command(raw.get(),
+                               {"EXISTS", redisKeyOf<Model>(prefix, "long", huge, secret)})) == 1);
+    // reset(key) deletes the digest's key.
+    limiter.reset(overBound);
+    CHECK(integerReply(
+              command(raw.get(), {"EXISTS", redisKeyOf<Model>(prefix, "long", overBound)})) == 0);
+
+    // A limit set's members share the digest's hash tag; maxKeyBytes 0 digests every key but
+    // the empty one.
+    RedisStorage::Options all = options;
+    all.maxKeyBytes = 0;
+    const RedisStorage digestAll(all);
+    RedisLimiter<Set> set(Set::Limits{Limit::perMinute(2), Limit::perMinute(3)}, digestAll, clock,
+                          limiterOptions("set"));
+    CHECK(set.tryAcquire("a", 1).allowed);
+    CHECK(set.tryAcquire("", 1).allowed);
+    const std::string tag = hashTagOf("a", all);
+    CHECK(tag.size() == 35);
+    CHECK(hashTagOf("", all) == "{0:}");
+    std::size_t tagged = 0;
+    for (const std::string& k : scanAll(raw.get())) {
+        const bool digested =
+            k.size() > tag.size() && k.ends_with(tag) && k.starts_with(prefix + ":set:");
+        tagged += digested ? 1 : 0;
+    }
+    CHECK(tagged == 2);
+    CHECK(storage.stats().failures == 0);
+}
+
 TEMPLATE_TEST_CASE("RedisStorage: every key has a TTL no longer than its reset",
                    "[redis_storage][redis]", RATELIMIT_TEST_MODELS) {
     const auto server = startServer();

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <iomanip>
 #include <netinet/in.h>
 #include <sstream>
 #include <string>
@@ -21,6 +22,7 @@
 #include <hiredis/hiredis.h>
 
 #include <ratelimit/decision.hpp>
+#include <ratelimit/detail/siphash.hpp>
 #include <ratelimit/limit.hpp>
 #include <ratelimit/options.hpp>
 #include <ratelimit/redis.hpp>
@@ -124,15 +126,30 @@ inline std::string describe(const ratelimit::RedisStats& s) {
     return out + "}";
 }
 
+/// The hash tag of `key`, spelled out independently of RedisStorage::Table::hashTag:
+/// `{<len>:<key>}`, or `{#<SipHash-2-4-128 of the key under keyDigestKey, high word first, in
+/// hex>}` for a key longer than `maxKeyBytes` (by default the storage's defaults).
+inline std::string hashTagOf(std::string_view key, const RedisStorage::Options& o = {}) {
+    if (key.size() > o.maxKeyBytes) {
+        const ratelimit::detail::Digest128 d =
+            ratelimit::detail::SipHash128(o.keyDigestKey[0], o.keyDigestKey[1])(key);
+        std::ostringstream hex;
+        hex << std::hex << std::setfill('0') << std::setw(16) << d.high << std::setw(16) << d.low;
+        return "{#" + hex.str() + "}";
+    }
+    std::string tag = "{" + std::to_string(key.size()) + ":";
+    tag.append(key);
+    tag.push_back('}');
+    return tag;
+}
+
 /// The Redis key of `key` under `Model`, spelled out independently of
-/// RedisStorage::Table::redisKey: `<prefix>:<name>:<model>:v<state version>{<len>:<key>}`.
+/// RedisStorage::Table::redisKey: `<prefix>:<name>:<model>:v<state version><hash tag>`.
 template <class Model>
-std::string redisKeyOf(const std::string& prefix, const std::string& name, std::string_view key) {
-    std::string k = prefix + ":" + name + ":" + std::string(Model::kName) + ":v" +
-                    std::to_string(Model::kStateVersion) + "{" + std::to_string(key.size()) + ":";
-    k.append(key);
-    k.push_back('}');
-    return k;
+std::string redisKeyOf(const std::string& prefix, const std::string& name, std::string_view key,
+                       const RedisStorage::Options& o = {}) {
+    return prefix + ":" + name + ":" + std::string(Model::kName) + ":v" +
+           std::to_string(Model::kStateVersion) + hashTagOf(key, o);
 }
 
 inline std::int64_t integerReply(const RedisReplyPtr& r) {

@@ -31,6 +31,7 @@
 #include <ratelimit/detail/redis_script.hpp>
 #include <ratelimit/detail/ref_counted.hpp>
 #include <ratelimit/detail/sha1.hpp>
+#include <ratelimit/detail/siphash.hpp>
 #include <ratelimit/detail/store_listeners.hpp>
 #include <ratelimit/detail/throw.hpp>
 #include <ratelimit/options.hpp>
@@ -559,22 +560,51 @@ public:
         link.pool.exchange(request, shared_->deadline(), status);
     }
 
-    /// The Redis keys holding `key`'s state, `<keyPrefix>:<name>:<model>:v<kStateVersion>{<length>:
-    /// <key>}`; for a limit set one per member, `<keyPrefix>:<name>:<set>:<i>:<model>:v<N>{…}`,
-    /// where `<set>` joins the members' names with `+` and `i` counts from 0. The length prefix
-    /// keeps the encoding injective and the hash tag non-empty (the empty key included), so one
-    /// check, all of a set's members included, stays in one Cluster slot; the version keeps a
-    /// state written in another encoding from being read.
+    /// The Redis keys holding `key`'s state, `<keyPrefix>:<name>:<model>:v<kStateVersion><tag>`;
+    /// for a limit set one per member, `<keyPrefix>:<name>:<set>:<i>:<model>:v<N><tag>`, where
+    /// `<set>` joins the members' names with `+` and `i` counts from 0. The version keeps a
+    /// state written in another encoding from being read; the tag is `hashTag`'s.
     [[nodiscard]] std::vector<std::string> redisKeys(std::string_view key) const {
         std::vector<std::string> keys;
         keys.reserve(keyPrefixes_.size());
-        const std::string tag = "{" + detail::decimal(static_cast<std::int64_t>(key.size())) + ":";
+        const std::string tag = hashTag(key);
         for (const std::string& prefix : keyPrefixes_) {
             std::string k;
-            k.reserve(prefix.size() + tag.size() + key.size() + 1);
-            keys.push_back(k.append(prefix).append(tag).append(key).append("}"));
+            k.reserve(prefix.size() + tag.size());
+            keys.push_back(k.append(prefix).append(tag));
         }
         return keys;
+    }
+
+    /// `{<length>:<key>}`, or for a key longer than `maxKeyBytes` `{#<digest>}`, its keyed
+    /// digest in 32 hex digits. The length prefix keeps the encoding injective (a digest's tag
+    /// starts with `#`, never a digit) and the tag non-empty (the empty key included), so one
+    /// check, all of a set's members included, stays in one Cluster slot.
+    [[nodiscard]] std::string hashTag(std::string_view key) const {
+        const RedisStorageOptions& o = shared_->options;
+        if (key.size() > o.maxKeyBytes) {
+            const detail::SipHash128 digest(o.keyDigestKey[0], o.keyDigestKey[1]);
+            return "{#" + hexOf(digest(key)) + "}";
+        }
+        std::string tag = "{" + detail::decimal(static_cast<std::int64_t>(key.size())) + ":";
+        tag.reserve(tag.size() + key.size() + 1);
+        return tag.append(key).append("}");
+    }
+
+    /// `d` in 32 lowercase hex digits, its high word first.
+    static std::string hexOf(const detail::Digest128& d) {
+        constexpr std::string_view kDigits = "0123456789abcdef";
+        constexpr unsigned kNibble = 4;
+        constexpr std::uint64_t kNibbleMask = 0xF;
+        constexpr unsigned kWordBits = 64;
+        std::string out;
+        for (const std::uint64_t word : {d.high, d.low}) {
+            for (unsigned shift = kWordBits; shift > 0;) {
+                shift -= kNibble;
+                out.push_back(kDigits[(word >> shift) & kNibbleMask]);
+            }
+        }
+        return out;
     }
 
     /// The Redis key of a single model's `key` (see `redisKeys`).
