@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <ratelimit/detail/chrono.hpp>
 #include <ratelimit/detail/function.hpp>
@@ -85,6 +86,11 @@ struct RedisStorageOptions {
     /// one, or they count a long key apart. The default is public: where clients choose keys,
     /// set a secret, so no client can aim a long key at another's digest.
     std::array<std::uint64_t, 2> keyDigestKey{0x7261746c696d6974ULL, 0x6b65796469676573ULL};
+    /// Looks `host` up when a connection needs it (the first connect, and the first after a
+    /// connect failed; never at construction): the addresses to try, in order, as text (IPv4
+    /// or IPv6). Empty (default): the system resolver, `getaddrinfo`. For service discovery and
+    /// tests. Called on the connecting thread, one lookup at a time; must not throw.
+    std::function<std::vector<std::string>(const std::string& host)> resolve{};
 };
 // NOLINTEND(cppcoreguidelines-avoid-magic-numbers,readability-magic-numbers)
 

@@ -1602,6 +1602,100 @@ TEST_CASE("Redis faults: children forked under 8 calling threads each get an ans
 
 // ---- 9. TCP ----------------------------------------------------------------------------------
 
+TEST_CASE("Redis faults: the host is looked up at connect, and again after a connect failed",
+          "[redis_storage][redis][faults]") {
+    const auto first = startServer({.tcp = true});
+    if (!first) {
+        return;
+    }
+    // The name's addresses, as a DNS-based failover would change them.
+    struct Names {
+        std::mutex lock;
+        std::vector<std::string> addresses{"127.0.0.1"};
+        std::vector<std::string> asked;
+    };
+    const auto names = std::make_shared<Names>();
+    BreakerClock breakerTime;
+    RedisStorage::Options o{.host = "redis.example",
+                            .port = first->port(),
+                            .timeout = 2000ms,
+                            .breakerBackoff = 20ms,
+                            .breakerClock = breakerTime.function()};
+    o.resolve = [names](const std::string& host) {
+        const std::lock_guard<std::mutex> guard(names->lock);
+        names->asked.push_back(host);
+        return names->addresses;
+    };
+    const auto lookups = [&] {
+        const std::lock_guard<std::mutex> guard(names->lock);
+        return names->asked.size();
+    };
+    const RedisStorage storage(o);
+    Bucket limiter{Limit::perHour(100), storage, RedisServerClock{},
+                   limiterOptions("moved", FailurePolicy::kFailClosed)};
+    CHECK(lookups() == 0);  // construction looks nothing up
+    for (int i = 1; i <= 3; ++i) {
+        const Decision d = limiter.tryAcquire("k");
+        INFO(describe(d));
+        CHECK((!d.degraded && d.allowed && d.remaining == 100 - i));
+    }
+    CHECK(lookups() == 1);  // once, for the first connect
+    CHECK(names->asked.front() == "redis.example");
+
+    // The name moves to a server at another address, and the first one dies.
+    const auto second = startServer({.tcp = true, .bind = "127.0.0.2", .port = first->port()});
+    REQUIRE(second != nullptr);
+    {
+        const std::lock_guard<std::mutex> guard(names->lock);
+        names->addresses = {"127.0.0.2"};
+    }
+    first->kill();
+    // A call fails on the dead server; a connect there is refused, so the next connect looks
+    // the name up again and reaches the second server: within a few probes of the breaker.
+    Decision d;
+    for (int probe = 0; probe < 4; ++probe) {
+        d = limiter.tryAcquire("k");
+        if (!d.degraded) {
+            break;
+        }
+        breakerTime.advance(10s);
+    }
+    INFO(describe(d) << " " << describe(storage.stats()));
+    CHECK_FALSE(d.degraded);
+    CHECK(d.remaining == 99);  // the second server's fresh state
+    CHECK(lookups() == 2);
+    const rt::RedisContextPtr raw = connectTo(*second);
+    CHECK(rt::scanAll(raw.get()).size() == 1);
+}
+
+TEST_CASE("Redis faults: a name without addresses is kUnreachable at the call, not at construction",
+          "[redis_storage][redis][faults]") {
+    const auto server = startServer({.tcp = true});
+    if (!server) {
+        return;
+    }
+    std::vector<std::string> addresses;
+    RedisStorage::Options o{.host = "redis.example", .port = server->port(), .timeout = 2000ms};
+    o.resolve = [&addresses](const std::string&) { return addresses; };
+    const RedisStorage storage(o);
+    Bucket limiter{Limit::perHour(5), storage, RedisServerClock{},
+                   limiterOptions("nameless", FailurePolicy::kThrow)};
+    const Thrown nameless = thrownBy(limiter, "k");
+    INFO(nameless);
+    CHECK(nameless.code == "unreachable");
+    CHECK(nameless.what.find("redis.example") != std::string::npos);
+    CHECK(thrownBy(limiter, "k").code == "circuit_open");
+
+    // A resolver's addresses are tried in order: one nobody listens at, then the server's.
+    addresses = {"127.0.0.3", "not an address", "127.0.0.1"};
+    const RedisStorage several(o);
+    Bucket other{Limit::perHour(5), several, RedisServerClock{},
+                 limiterOptions("several", FailurePolicy::kThrow)};
+    const Decision d = other.tryAcquire("k");
+    CHECK((!d.degraded && d.allowed && d.remaining == 4));
+    CHECK(several.stats().connectsOpened == 1);
+}
+
 TEST_CASE("Redis faults: TCP and unix socket servers both work; a closed port is kUnreachable",
           "[redis_storage][redis][faults]") {
     const auto tcp = startServer({.tcp = true});

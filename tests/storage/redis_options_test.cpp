@@ -313,6 +313,8 @@ TEST_CASE("RedisStorage: invalid options throw naming the field", "[redis_storag
     refuses(with([](RedisStorage::Options& o) { o.keyPrefix = "a{b"; }), "keyPrefix");
     refuses(with([](RedisStorage::Options& o) { o.keyPrefix = "a}b"; }), "keyPrefix");
     refuses(with([](RedisStorage::Options& o) { o.host.clear(); }), "host");
+    refuses(with([](RedisStorage::Options& o) { o.unixSocket = std::string(108, 's'); }),
+            "unixSocket");
     // A unix socket needs no port.
     CHECK_NOTHROW(RedisStorage{with([](RedisStorage::Options& o) {
         o.port = 0;

@@ -152,6 +152,10 @@ public:
         std::chrono::milliseconds startTimeout{5000};
         /// How long `stop` waits after SIGTERM before it sends SIGKILL.
         std::chrono::milliseconds stopTimeout{5000};
+        /// With `tcp`: the loopback address to listen on (any of 127.0.0.0/8).
+        std::string bind = "127.0.0.1";
+        /// With `tcp`: the port; 0 picks a free one.
+        int port = 0;
     };
 
     RedisServer() : RedisServer(Options{}) {}
@@ -163,7 +167,10 @@ public:
         binary_ = findBinary();
         dir_ = makeTempDir();
         try {
-            if (options_.tcp) {
+            if (options_.tcp && options_.port != 0) {
+                port_ = options_.port;
+                start();
+            } else if (options_.tcp) {
                 startOnFreePort();
             } else {
                 socket_ = dir_ + "/redis.sock";
@@ -250,8 +257,9 @@ public:
     [[nodiscard]] redisContext* connect(
         std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) const {
         const timeval tv = toTimeval(timeout);
-        redisContext* c = socket_.empty() ? redisConnectWithTimeout("127.0.0.1", port_, tv)
-                                          : redisConnectUnixWithTimeout(socket_.c_str(), tv);
+        redisContext* c = socket_.empty()
+                              ? redisConnectWithTimeout(options_.bind.c_str(), port_, tv)
+                              : redisConnectUnixWithTimeout(socket_.c_str(), tv);
         if (c != nullptr && c->err == 0) {
             redisSetTimeout(c, tv);
         }
@@ -387,7 +395,7 @@ private:
                                          "",      "--appendonly", "no", "--dir",
                                          dir_,    "--logfile",    ""};
         if (options_.tcp) {
-            args.insert(args.end(), {"--port", std::to_string(port_), "--bind", "127.0.0.1"});
+            args.insert(args.end(), {"--port", std::to_string(port_), "--bind", options_.bind});
         } else {
             args.insert(args.end(),
                         {"--port", "0", "--unixsocket", socket_, "--unixsocketperm", "700"});

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -19,10 +20,12 @@
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <vector>
 
 #include <hiredis/hiredis.h>
 
 #include <ratelimit/detail/chrono.hpp>
+#include <ratelimit/redis_options.hpp>
 #include <ratelimit/store_error.hpp>
 
 namespace ratelimit {
@@ -31,12 +34,11 @@ namespace detail {
 
 using Deadline = std::chrono::steady_clock::time_point;
 
-/// Where the server listens, resolved once at construction.
+/// One address the server may listen at.
 struct RedisAddress {
     sockaddr_storage address{};
     socklen_t length = 0;
     bool tcp = false;
-    std::string error;  ///< why resolution failed; every connect then reports kUnreachable
 };
 
 /// The outcome of one transport step.
@@ -173,10 +175,6 @@ public:
     /// Connects within the deadline; null with `status` set on failure.
     static std::unique_ptr<RedisConnection> open(const RedisAddress& addr, Deadline deadline,
                                                  IoStatus& status) {
-        if (!addr.error.empty()) {
-            status = {StoreError::kUnreachable, addr.error};
-            return nullptr;
-        }
         std::unique_ptr<RedisConnection> c(new RedisConnection());
         c->fd_ = ::socket(addr.address.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         c->reader_ = redisReaderCreate();
@@ -407,38 +405,138 @@ inline bool worthReconnecting(const IoStatus& status, const RedisConnection& con
     return status.broken && conn.answered();
 }
 
-/// Resolves a TCP host and port or a unix socket path, without connecting.
-inline RedisAddress resolveRedisAddress(const std::string& host, int port,
-                                        const std::string& unixSocket) {
-    RedisAddress out;
-    if (!unixSocket.empty()) {
+/// The addresses of `host` (a name, or an address in text) at `port`, in the resolver's order;
+/// empty with `error` set when it has none. `numericOnly`: `host` must be an address.
+inline std::vector<RedisAddress> lookUp(const std::string& host, int port, bool numericOnly,
+                                        std::string& error) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV | (numericOnly ? AI_NUMERICHOST : 0);
+    addrinfo* found = nullptr;
+    const std::string service = std::to_string(port);
+    const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found);
+    std::vector<RedisAddress> out;
+    if (rc != 0) {
+        error = "cannot resolve " + host + ": " + ::gai_strerror(rc);
+        return out;
+    }
+    for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+        RedisAddress address;
+        std::memcpy(&address.address, a->ai_addr, a->ai_addrlen);
+        address.length = a->ai_addrlen;
+        address.tcp = true;
+        out.push_back(address);
+    }
+    ::freeaddrinfo(found);
+    return out;
+}
+
+/// Where the server listens: a unix socket path, or a host and port looked up when a
+/// connection is made, never at construction: at the first connect, and again at the first
+/// after a connect failed, so a server whose name moves to another address (a managed
+/// endpoint's failover) is followed. A lookup that fails keeps the addresses known before.
+/// One process's (`RedisLink`): a forked child never waits for a lookup its parent's thread
+/// had under way.
+/// Thread safety: thread-safe; one caller looks up at a time, the others wait for it within
+/// their deadlines.
+class RedisEndpoint {
+public:
+    /// The storage's options, which outlive the endpoint.
+    explicit RedisEndpoint(const RedisStorageOptions& options) : options_(options) {}
+
+    /// The addresses to try, in order; empty with `status` set when none is known in time.
+    std::vector<RedisAddress> addresses(Deadline deadline, IoStatus& status) {
+        if (!options_.unixSocket.empty()) {
+            return {unixAddress()};
+        }
+        const std::unique_lock<std::timed_mutex> lock(lock_, deadline);
+        if (!lock.owns_lock()) {
+            status = {StoreError::kTimeout,
+                      "looking up " + options_.host + " took until the deadline"};
+            return {};
+        }
+        if (stale_) {
+            std::string error;
+            std::vector<RedisAddress> found = lookUpNow(error);
+            if (!found.empty()) {
+                known_ = std::move(found);
+                stale_ = false;
+            } else if (known_.empty()) {
+                status = {StoreError::kUnreachable, error};
+            }
+        }
+        return known_;
+    }
+
+    /// After a connect to every known address failed: the next connect looks the host up
+    /// again.
+    void forget() {
+        const std::lock_guard<std::timed_mutex> lock(lock_);
+        stale_ = true;
+    }
+
+private:
+    [[nodiscard]] RedisAddress unixAddress() const {
         sockaddr_un un{};
         un.sun_family = AF_UNIX;
-        if (unixSocket.size() >= sizeof un.sun_path) {
-            out.error = "unix socket path too long";
-            return out;
-        }
-        std::memcpy(&un.sun_path[0], unixSocket.data(), unixSocket.size());
+        // The path's length is checked at construction.
+        std::memcpy(&un.sun_path[0], options_.unixSocket.data(), options_.unixSocket.size());
+        RedisAddress out;
         std::memcpy(&out.address, &un, sizeof un);
         out.length = sizeof un;
         return out;
     }
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_NUMERICSERV;
-    addrinfo* found = nullptr;
-    const std::string service = std::to_string(port);
-    const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found);
-    if (rc != 0 || found == nullptr) {
-        out.error = "cannot resolve " + host + ": " + ::gai_strerror(rc);
+
+    /// The addresses of the host now: the options' resolver's, or the system's.
+    [[nodiscard]] std::vector<RedisAddress> lookUpNow(std::string& error) const {
+        if (!options_.resolve) {
+            return lookUp(options_.host, options_.port, false, error);
+        }
+        std::vector<RedisAddress> out;
+        std::vector<std::string> texts;
+        try {
+            texts = options_.resolve(options_.host);
+        } catch (...) {  // documented not to throw; a lookup that fails all the same
+            error = "cannot resolve " + options_.host + ": the resolver threw";
+            return out;
+        }
+        for (const std::string& text : texts) {
+            for (const RedisAddress& a : lookUp(text, options_.port, true, error)) {
+                out.push_back(a);
+            }
+        }
+        if (out.empty() && error.empty()) {
+            error = "cannot resolve " + options_.host + ": the resolver found no address";
+        }
         return out;
     }
-    std::memcpy(&out.address, found->ai_addr, found->ai_addrlen);
-    out.length = found->ai_addrlen;
-    out.tcp = true;
-    ::freeaddrinfo(found);
-    return out;
+
+    const RedisStorageOptions& options_;
+    std::timed_mutex lock_;
+    std::vector<RedisAddress> known_;  // guarded by lock_
+    bool stale_ = true;                // guarded by lock_
+};
+
+/// A new connection to the first of the endpoint's addresses that takes one within the
+/// deadline; null with `status` set (the last address's failure) when none does, and the
+/// endpoint then looks its host up again at the next connect.
+inline std::unique_ptr<RedisConnection> connectTo(RedisEndpoint& endpoint, Deadline deadline,
+                                                  IoStatus& status) {
+    const std::vector<RedisAddress> addresses = endpoint.addresses(deadline, status);
+    if (addresses.empty()) {
+        return nullptr;
+    }
+    for (const RedisAddress& address : addresses) {
+        if (auto c = RedisConnection::open(address, deadline, status)) {
+            return c;
+        }
+        if (status.error == StoreError::kTimeout) {
+            break;  // the deadline passed: no time for the next
+        }
+    }
+    endpoint.forget();
+    return nullptr;
 }
 
 }  // namespace detail

@@ -39,10 +39,11 @@ struct RedisPoolCounters {
 /// Thread safety: thread-safe.
 class RedisPool {
 public:
-    /// `options`, `address` and `counters` are the storage's, which outlives its pools.
-    RedisPool(const RedisStorageOptions& options, const RedisAddress& address,
+    /// `options` and `counters` are the storage's, which outlives its pools; `endpoint` is the
+    /// pool's link's.
+    RedisPool(const RedisStorageOptions& options, RedisEndpoint& endpoint,
               RedisPoolCounters& counters)
-        : options_(options), address_(address), counters_(counters) {
+        : options_(options), endpoint_(endpoint), counters_(counters) {
         if (options_.pipelining) {
             pipeline_ = std::make_unique<RedisPipeline>(
                 std::min(options_.pipelineConnections, options_.poolSize), options_.maxPipeline,
@@ -153,7 +154,7 @@ private:
     }
 
     std::unique_ptr<RedisConnection> connect(Deadline deadline, IoStatus& status) {
-        auto c = RedisConnection::open(address_, deadline, status);
+        auto c = connectTo(endpoint_, deadline, status);
         if (!c) {
             return nullptr;
         }
@@ -196,7 +197,7 @@ private:
     }
 
     const RedisStorageOptions& options_;
-    const RedisAddress& address_;
+    RedisEndpoint& endpoint_;
     RedisPoolCounters& counters_;
     std::mutex poolMutex_;
     std::condition_variable poolFree_;

@@ -162,8 +162,8 @@ inline constexpr StorageRange kRedisRange{"Redis", "us", " (exact integers in Lu
 /// `FailurePolicy` at once, without I/O, and probes the server again after a backoff
 /// (doubling up to a maximum). `SIGPIPE` is never raised (writes use MSG_NOSIGNAL) and no
 /// signal state is touched. A child process after `fork()` never touches its parent's
-/// connections, locks or breaker: its first call makes its own. Construction does no I/O (the
-/// address is resolved there).
+/// connections, locks or breaker: its first call makes its own. Construction does no I/O: the
+/// host is looked up when a call first connects (`RedisStorageOptions::resolve`).
 ///
 /// Thread safety: thread-safe; copies are handles sharing one pool and breaker.
 class RedisStorage
@@ -308,16 +308,17 @@ std::vector<std::string> quotaArguments(const QuotaOf<M>& q) {
 /// stay open, unused, in the child until it exits or execs (they are close-on-exec): closing
 /// them could close a file the child opened under a reused descriptor number.
 struct RedisLink {
-    /// `options`, `address` and `counters` are the storage's, which outlives its links.
-    RedisLink(const RedisStorageOptions& options, const RedisAddress& address,
-              RedisPoolCounters& counters)
-        : pool(options, address, counters),
+    /// `options` and `counters` are the storage's, which outlives its links.
+    RedisLink(const RedisStorageOptions& options, RedisPoolCounters& counters)
+        : endpoint(options),
+          pool(options, endpoint, counters),
           breaker(options.breakerBackoff, options.breakerMaxBackoff, options.breakerClock) {}
 
     /// True in a child of the process that made this link.
     [[nodiscard]] bool forked() const noexcept { return fork.forked(); }
 
     ForkWatch fork;
+    RedisEndpoint endpoint;
     RedisPool pool;
     CircuitBreaker breaker;
 };
@@ -326,10 +327,9 @@ struct RedisLink {
 /// Thread safety: thread-safe.
 class RedisLinks {
 public:
-    /// `options`, `address` and `counters` are the storage's, which outlives its links.
-    RedisLinks(const RedisStorageOptions& options, const RedisAddress& address,
-               RedisPoolCounters& counters)
-        : options_(options), address_(address), counters_(counters), links_(make()) {}
+    /// `options` and `counters` are the storage's, which outlives its links.
+    RedisLinks(const RedisStorageOptions& options, RedisPoolCounters& counters)
+        : options_(options), counters_(counters), links_(make()) {}
 
     /// This process's link. The first call in a forked child makes the child's own, so the
     /// call's one deadline still covers it.
@@ -339,22 +339,20 @@ public:
 
 private:
     [[nodiscard]] std::unique_ptr<RedisLink> make() const {
-        return std::make_unique<RedisLink>(options_, address_, counters_);
+        return std::make_unique<RedisLink>(options_, counters_);
     }
 
     const RedisStorageOptions& options_;
-    const RedisAddress& address_;
     RedisPoolCounters& counters_;
     PerProcess<RedisLink> links_;
 };
 
-/// What every copy of one `RedisStorage` handle shares: options, the resolved address, this
-/// process's link and the counters.
+/// What every copy of one `RedisStorage` handle shares: options, this process's link and the
+/// counters.
 struct RedisShared final : RefCounted {
     RedisStorageOptions options;
-    RedisAddress address;
     RedisPoolCounters poolCounters;
-    RedisLinks links{options, address, poolCounters};
+    RedisLinks links{options, poolCounters};
     std::atomic<std::uint64_t> requests{0};
     std::atomic<std::uint64_t> scriptResends{0};
     std::atomic<std::uint64_t> failures{0};
@@ -362,9 +360,7 @@ struct RedisShared final : RefCounted {
     std::array<std::atomic<std::uint64_t>, kStoreErrorKinds> failuresByKind{};
     StoreListeners listeners;
 
-    explicit RedisShared(RedisStorageOptions opts)
-        : options(checked(std::move(opts))),
-          address(resolveRedisAddress(options.host, options.port, options.unixSocket)) {}
+    explicit RedisShared(RedisStorageOptions opts) : options(checked(std::move(opts))) {}
 
     [[nodiscard]] RedisStats stats() const {
         RedisStats s;
@@ -408,6 +404,11 @@ struct RedisShared final : RefCounted {
         constexpr int kMaxPort = 65535;
         if (options.unixSocket.empty() && (options.port < 1 || options.port > kMaxPort)) {
             bad("port", "must be in 1..65535", options.port);
+        }
+        constexpr std::size_t kMaxUnixPath = sizeof(sockaddr_un::sun_path) - 1;
+        if (options.unixSocket.size() > kMaxUnixPath) {
+            bad("unixSocket", "must be at most " + std::to_string(kMaxUnixPath) + " bytes",
+                options.unixSocket.size(), " bytes");
         }
         if (options.unixSocket.empty() && options.host.empty()) {
             throwInvalidArgument(
