@@ -262,8 +262,8 @@ public:
             out.words_[0] =
                 loadWord<std::uint32_t>(p) | (tail << (kByteBits * (n - sizeof(std::uint32_t))));
         } else if (n > 0) {
-            out.words_[0] = byte(p[0]) | (byte(p[n / 2]) << (kByteBits * (n / 2))) |
-                            (byte(p[n - 1]) << (kByteBits * (n - 1)));
+            out.words_[0] = byteValue(p[0]) | (byteValue(p[n / 2]) << (kByteBits * (n / 2))) |
+                            (byteValue(p[n - 1]) << (kByteBits * (n - 1)));
         }
         return out;
     }
@@ -277,14 +277,6 @@ public:
 
 private:
     static constexpr unsigned kByteBits = 8;
-
-    template <class Word>
-    static std::uint64_t loadWord(const char* p) noexcept {
-        Word w{};
-        std::memcpy(&w, p, sizeof w);
-        return w;
-    }
-    static std::uint64_t byte(char c) noexcept { return static_cast<unsigned char>(c); }
 
     static std::uint64_t load(std::uint64_t& word) noexcept {
         return std::atomic_ref<std::uint64_t>(word).load(std::memory_order_relaxed);

@@ -13,6 +13,20 @@ namespace ratelimit {
 inline namespace v1 {
 namespace detail {
 
+/// The bytes at `p` as an unsigned `Word`, widened to 64 bits: an unaligned load, in the
+/// machine's byte order.
+template <class Word>
+[[nodiscard]] std::uint64_t loadWord(const char* p) noexcept {
+    Word w{};
+    std::memcpy(&w, p, sizeof w);
+    return w;
+}
+
+/// `c` as the byte value 0 … 255.
+[[nodiscard]] inline std::uint64_t byteValue(char c) noexcept {
+    return static_cast<unsigned char>(c);
+}
+
 /// A keyed 128-bit hash for keys of at most 16 bytes, by folded multiplication (the 128-bit
 /// product of two 64-bit words, its halves xor-ed): three multiplications where SipHash-2-4
 /// needs about 26 ns. It only places keys that are stored whole and compared exactly, so a
@@ -36,13 +50,14 @@ public:
         std::uint64_t a = 0;
         std::uint64_t b = 0;
         if (n >= sizeof(std::uint64_t)) {
-            a = load<std::uint64_t>(p);
-            b = load<std::uint64_t>(p + n - sizeof(std::uint64_t));
+            a = loadWord<std::uint64_t>(p);
+            b = loadWord<std::uint64_t>(p + n - sizeof(std::uint64_t));
         } else if (n >= sizeof(std::uint32_t)) {
-            a = load<std::uint32_t>(p);
-            b = load<std::uint32_t>(p + n - sizeof(std::uint32_t));
+            a = loadWord<std::uint32_t>(p);
+            b = loadWord<std::uint32_t>(p + n - sizeof(std::uint32_t));
         } else if (n > 0) {
-            a = byte(p[0]) | (byte(p[n / 2]) << kByteBits) | (byte(p[n - 1]) << (2 * kByteBits));
+            a = byteValue(p[0]) | (byteValue(p[n / 2]) << kByteBits) |
+                (byteValue(p[n - 1]) << (2 * kByteBits));
         }
         // The length enters through the multipliers of the second round: mixed into a word it
         // could cancel a content bit of a key one byte longer.
@@ -55,15 +70,6 @@ private:
     static constexpr unsigned kByteBits = 8;
     /// An odd constant with well-spread bits (2^64 / φ), so a zero seed word still mixes.
     static constexpr std::uint64_t kOddMultiplier = 0x9e3779b97f4a7c15ULL;
-
-    template <class Word>
-    static std::uint64_t load(const char* p) noexcept {
-        Word w{};
-        std::memcpy(&w, p, sizeof w);
-        return w;
-    }
-
-    static std::uint64_t byte(char c) noexcept { return static_cast<unsigned char>(c); }
 
     static std::uint64_t fold(std::uint64_t x, std::uint64_t y) noexcept {
         const UInt128 product = UInt128{x} * y;
