@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -456,12 +457,12 @@ public:
                       "looking up " + options_.host + " took until the deadline"};
             return {};
         }
-        if (stale_) {
+        if (stale_.load(std::memory_order_relaxed)) {
             std::string error;
             std::vector<RedisAddress> found = lookUpNow(error);
             if (!found.empty()) {
                 known_ = std::move(found);
-                stale_ = false;
+                stale_.store(false, std::memory_order_relaxed);
             } else if (known_.empty()) {
                 status = {StoreError::kUnreachable, error};
             }
@@ -470,11 +471,8 @@ public:
     }
 
     /// After a connect to every known address failed: the next connect looks the host up
-    /// again.
-    void forget() {
-        const std::lock_guard<std::timed_mutex> lock(lock_);
-        stale_ = true;
-    }
+    /// again. Never waits for a lookup under way.
+    void forget() noexcept { stale_.store(true, std::memory_order_relaxed); }
 
 private:
     [[nodiscard]] RedisAddress unixAddress() const {
@@ -515,7 +513,7 @@ private:
     const RedisStorageOptions& options_;
     std::timed_mutex lock_;
     std::vector<RedisAddress> known_;  // guarded by lock_
-    bool stale_ = true;                // guarded by lock_
+    std::atomic<bool> stale_{true};    // read and cleared under lock_
 };
 
 /// A new connection to the first of the endpoint's addresses that takes one within the
