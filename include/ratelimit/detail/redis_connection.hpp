@@ -2,8 +2,8 @@
 
 #include <arpa/inet.h>
 #include <array>
-#include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -447,32 +447,55 @@ public:
     explicit RedisEndpoint(const RedisStorageOptions& options) : options_(options) {}
 
     /// The addresses to try, in order; empty with `status` set when none is known in time.
+    /// The lookup runs outside the lock: a caller that finds one under way waits for it
+    /// within its deadline, then takes the addresses known before, if any.
     std::vector<RedisAddress> addresses(Deadline deadline, IoStatus& status) {
         if (!options_.unixSocket.empty()) {
             return {unixAddress()};
         }
-        const std::unique_lock<std::timed_mutex> lock(lock_, deadline);
-        if (!lock.owns_lock()) {
-            status = {StoreError::kTimeout,
-                      "looking up " + options_.host + " took until the deadline"};
-            return {};
-        }
-        if (stale_.load(std::memory_order_relaxed)) {
-            std::string error;
-            std::vector<RedisAddress> found = lookUpNow(error);
-            if (!found.empty()) {
-                known_ = std::move(found);
-                stale_.store(false, std::memory_order_relaxed);
-            } else if (known_.empty()) {
-                status = {StoreError::kUnreachable, error};
+        std::unique_lock<std::mutex> lock(lock_);
+        while (lookingUp_) {
+            if (looked_.wait_until(lock, deadline) == std::cv_status::timeout) {
+                if (known_.empty()) {
+                    status = {StoreError::kTimeout,
+                              "looking up " + options_.host + " took until the deadline"};
+                }
+                return known_;
             }
+        }
+        if (!stale_) {
+            return known_;
+        }
+        lookingUp_ = true;
+        lock.unlock();
+        std::string error;
+        std::vector<RedisAddress> found;
+        try {
+            found = lookUpNow(error);
+        } catch (...) {  // std::bad_alloc: the next caller looks up again
+            lock.lock();
+            lookingUp_ = false;
+            looked_.notify_all();
+            throw;
+        }
+        lock.lock();
+        lookingUp_ = false;
+        looked_.notify_all();
+        if (!found.empty()) {
+            known_ = std::move(found);
+            stale_ = false;
+        } else if (known_.empty()) {
+            status = {StoreError::kUnreachable, error};
         }
         return known_;
     }
 
     /// After a connect to every known address failed: the next connect looks the host up
-    /// again. Never waits for a lookup under way.
-    void forget() noexcept { stale_.store(true, std::memory_order_relaxed); }
+    /// again. The lock is never held across a lookup, so this never waits for one.
+    void forget() {
+        const std::lock_guard<std::mutex> lock(lock_);
+        stale_ = true;
+    }
 
 private:
     [[nodiscard]] RedisAddress unixAddress() const {
@@ -511,9 +534,11 @@ private:
     }
 
     const RedisStorageOptions& options_;
-    std::timed_mutex lock_;
+    std::mutex lock_;
+    std::condition_variable looked_;   // a lookup ended
     std::vector<RedisAddress> known_;  // guarded by lock_
-    std::atomic<bool> stale_{true};    // read and cleared under lock_
+    bool stale_ = true;                // guarded by lock_
+    bool lookingUp_ = false;           // guarded by lock_
 };
 
 /// A new connection to the first of the endpoint's addresses that takes one within the
