@@ -26,11 +26,23 @@ struct RedisStats {
     /// `failures` by kind, indexed by `StoreError` (`kCircuitOpen`: `shortCircuited`); read
     /// with `failuresOf`.
     std::array<std::uint64_t, kStoreErrorKinds> failuresByKind{};
+    /// Redis Cluster: `MOVED` replies followed (each call's script then went to the slot's
+    /// new master), `ASK` replies followed (`ASKING`, then the script, on the node importing
+    /// the slot), and reads of the slot map.
+    std::uint64_t movedFollowed = 0;
+    std::uint64_t askFollowed = 0;
+    std::uint64_t slotMapReads = 0;
 
     /// The calls of `failures` that failed with `kind`.
     [[nodiscard]] constexpr std::uint64_t failuresOf(StoreError kind) const noexcept {
         return failuresByKind[static_cast<std::size_t>(kind)];
     }
+};
+
+/// A Redis Cluster node to start from (`RedisStorageOptions::cluster`).
+struct RedisNodeAddress {
+    std::string host;  ///< TCP host name or address
+    int port = 6379;   ///< TCP port, 1 … 65535
 };
 
 /// Options of a `RedisStorage` (`RedisStorage::Options`). Fields only ever get added at the
@@ -91,6 +103,15 @@ struct RedisStorageOptions {
     /// or IPv6). Empty (default): the system resolver, `getaddrinfo`. For service discovery and
     /// tests. Called on the connecting thread, one lookup at a time; must not throw.
     std::function<std::vector<std::string>(const std::string& host)> resolve{};
+    /// Redis Cluster: nodes to read the slot map from (any of its nodes; listing several lets
+    /// the storage start while one is down). Each check then goes to the master serving its
+    /// key's slot, over that node's own connections (`poolSize`, `pipelineConnections` per
+    /// node) and past its own circuit breaker; `MOVED` and `ASK` are followed. `host`, `port`
+    /// and `unixSocket` are unused, `database` must be 0. Empty (default): one server.
+    std::vector<RedisNodeAddress> cluster{};
+    /// With `cluster`: the least time between two reads of the slot map after the first
+    /// (a `MOVED`, a node failing), however many calls ask for one. Default 100 ms; 1 ms … 1 min.
+    std::chrono::milliseconds clusterRefreshInterval{100};
 };
 // NOLINTEND(cppcoreguidelines-avoid-magic-numbers,readability-magic-numbers)
 

@@ -19,17 +19,21 @@ enum class StoreError {
     kProtocol,        ///< a reply the client could not parse or did not expect
     kAuth,            ///< AUTH or SELECT was refused (wrong password, unknown user or db)
     kOutOfMemory,     ///< the server refused a write at `maxmemory` (refusals still answer)
-    kRedirected,      ///< a Cluster `MOVED`/`ASK` reply: this client does not follow them
+    kRedirected,      ///< `MOVED`/`ASK` to a standalone storage, or more than a call follows
     kReadOnly,        ///< the server is a read-only replica
     kBusy,            ///< the server is busy running another script
     kScript,          ///< the script failed (e.g. `WRONGTYPE` on a foreign key)
     kCircuitOpen,     ///< not tried: the circuit breaker is open after earlier failures
     kNoPermission,    ///< the ACL user may not run the script or touch its key (`NOPERM`)
     kMisconf,         ///< the server refuses writes after a failed save to disk (`MISCONF`)
+    /// A Redis Cluster cannot serve the key's slot now (`CLUSTERDOWN`, or `TRYAGAIN` while the
+    /// slot's keys are split by a migration): the script did not run.
+    kClusterDown,
 };
 
 /// How many kinds `StoreError` has (the last one's value plus one), for counts by kind.
-inline constexpr std::size_t kStoreErrorKinds = static_cast<std::size_t>(StoreError::kMisconf) + 1;
+inline constexpr std::size_t kStoreErrorKinds =
+    static_cast<std::size_t>(StoreError::kClusterDown) + 1;
 
 /// A stable lowercase name for `e`, for logs.
 constexpr std::string_view toString(StoreError e) noexcept {
@@ -64,6 +68,8 @@ constexpr std::string_view toString(StoreError e) noexcept {
             return "no_permission";
         case StoreError::kMisconf:
             return "misconf";
+        case StoreError::kClusterDown:
+            return "cluster_down";
     }
     return "unknown";
 }

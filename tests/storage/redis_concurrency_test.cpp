@@ -36,6 +36,7 @@
 #include "support/redis_server.hpp"
 #include "support/redis_storage_support.hpp"
 #include "support/redis_test_server.hpp"
+#include "support/worker_process.hpp"
 
 using namespace std::chrono_literals;
 
@@ -139,96 +140,6 @@ TEMPLATE_TEST_CASE("RedisStorage: 8 threads on one key admit exactly the limit",
 }
 
 namespace {
-
-#ifdef RATELIMIT_REDIS_WORKER
-constexpr const char* kWorker = RATELIMIT_REDIS_WORKER;
-#else
-constexpr const char* kWorker = "";
-#endif
-
-/// A spawned ratelimit_redis_worker: stdin is a pipe (the start signal), stdout and stderr
-/// files in the server's directory. posix_spawn, never fork, so the threaded test is safe.
-class WorkerProcess {
-public:
-    WorkerProcess(const std::vector<std::string>& arguments, const std::string& outputPath)
-        : out_(outputPath + ".out"), err_(outputPath + ".err") {
-        std::array<int, 2> fds{-1, -1};
-        if (::pipe2(fds.data(), O_CLOEXEC) != 0) {
-            throw std::system_error(errno, std::generic_category(), "pipe2");
-        }
-        start_ = fds[1];
-        posix_spawn_file_actions_t actions;
-        posix_spawn_file_actions_init(&actions);
-        posix_spawn_file_actions_adddup2(&actions, fds[0], STDIN_FILENO);  // clears CLOEXEC
-        posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_.c_str(),
-                                         O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_.c_str(),
-                                         O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        const int rc = spawnProcess(arguments, actions, pid_);
-        posix_spawn_file_actions_destroy(&actions);
-        ::close(fds[0]);
-        if (rc != 0) {
-            ::close(start_);
-            throw std::system_error(rc, std::generic_category(), "posix_spawn " + arguments[0]);
-        }
-    }
-    WorkerProcess(const WorkerProcess&) = delete;
-    WorkerProcess& operator=(const WorkerProcess&) = delete;
-    WorkerProcess(WorkerProcess&&) = delete;
-    WorkerProcess& operator=(WorkerProcess&&) = delete;
-    ~WorkerProcess() {
-        go();
-        if (pid_ > 0) {
-            ::kill(pid_, SIGKILL);
-            int status = 0;
-            ::waitpid(pid_, &status, 0);
-        }
-    }
-
-    /// Sends the start signal (a byte, then end of file).
-    void go() {
-        if (start_ >= 0) {
-            const char g = 'g';
-            (void)::write(start_, &g, 1);
-            ::close(start_);
-            start_ = -1;
-        }
-    }
-
-    /// Waits (at most 30 s, then kills) and returns the exit status, stdout and stderr.
-    struct Result {
-        int status;
-        std::string out;
-        std::string err;
-    };
-    Result wait() {
-        int status = 0;
-        const auto deadline = std::chrono::steady_clock::now() + 30s;
-        while (::waitpid(pid_, &status, WNOHANG) == 0) {
-            if (std::chrono::steady_clock::now() > deadline) {
-                ::kill(pid_, SIGKILL);
-                ::waitpid(pid_, &status, 0);
-                break;
-            }
-            std::this_thread::sleep_for(1ms);
-        }
-        pid_ = -1;
-        return {status, read(out_), read(err_)};
-    }
-
-private:
-    static std::string read(const std::string& path) {
-        std::ifstream in(path, std::ios::binary);
-        std::ostringstream s;
-        s << in.rdbuf();
-        return s.str();
-    }
-
-    pid_t pid_ = -1;
-    int start_ = -1;
-    std::string out_;
-    std::string err_;
-};
 
 /// Four workers, each trying `attempts` cost-1 requests on `key` with the limiter `name` of
 /// `model` (count per period, burst) at `now` (µs, or "system" for its system clock; frozen at

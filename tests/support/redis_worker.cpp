@@ -5,7 +5,11 @@
 // how many were admitted.
 //
 //   ratelimit_redis_worker <unix socket> <key prefix> <limiter name> <model> <count>
-//                          <period µs> <burst> <now µs | system> <attempts> <key>
+//                          <period µs> <burst> <now µs | system> <attempts> <key> [<threads>]
+//
+// `cluster:<host>:<port>,<host>:<port>...` in place of the socket reaches a Redis Cluster
+// through those seed nodes. With <threads> (default 1), that many threads share the attempts
+// (each `attempts / threads`) and the admissions printed are theirs together.
 //
 // With `system` instead of an instant, the limiter's clock is the SystemClock and each request
 // passes the time read just before it, with the default options, as a host sharing Redis does;
@@ -17,6 +21,8 @@
 // Exit status: 0 and the admitted count on stdout; 2 for a bad command line; 3 when the store
 // failed (the limiter throws instead of degrading, so a failure can never pass as a decision).
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -28,8 +34,10 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <thread>
 #include <type_traits>
 #include <unistd.h>
+#include <vector>
 
 #include <ratelimit/redis.hpp>
 
@@ -37,6 +45,7 @@ namespace {
 
 struct Arguments {
     std::string socket;
+    std::vector<ratelimit::RedisNodeAddress> cluster;
     std::string keyPrefix;
     std::string name;
     std::string model;
@@ -46,6 +55,7 @@ struct Arguments {
     std::optional<std::int64_t> nowUs;  ///< none: the system clock
     std::int64_t attempts = 0;
     std::string key;
+    std::int64_t threads = 1;
 };
 
 class UsageError : public std::runtime_error {
@@ -60,6 +70,27 @@ std::int64_t number(std::string_view text, std::string_view what) {
         throw UsageError(std::string(what) + " is not a whole number: '" + std::string(text) + "'");
     }
     return value;
+}
+
+/// The seed nodes of `cluster:<host>:<port>,...`; empty for a socket path.
+std::vector<ratelimit::RedisNodeAddress> clusterOf(std::string_view text) {
+    constexpr std::string_view kCluster = "cluster:";
+    std::vector<ratelimit::RedisNodeAddress> seeds;
+    if (!text.starts_with(kCluster)) {
+        return seeds;
+    }
+    text.remove_prefix(kCluster.size());
+    while (!text.empty()) {
+        const std::string_view node = text.substr(0, text.find(','));
+        text.remove_prefix(std::min(text.size(), node.size() + 1));
+        const std::size_t colon = node.rfind(':');
+        if (colon == std::string_view::npos) {
+            throw UsageError("a cluster node needs <host>:<port>: '" + std::string(node) + "'");
+        }
+        seeds.push_back({std::string(node.substr(0, colon)),
+                         static_cast<int>(number(node.substr(colon + 1), "port"))});
+    }
+    return seeds;
 }
 
 void waitForStart() {
@@ -80,6 +111,10 @@ template <class Model, class Clock>
 int run(const Arguments& a, const Clock& clock) {
     ratelimit::RedisStorage::Options options;
     options.unixSocket = a.socket;
+    if (!a.cluster.empty()) {
+        options.unixSocket.clear();
+        options.cluster = a.cluster;
+    }
     options.keyPrefix = a.keyPrefix;
     options.timeout = std::chrono::milliseconds{5000};
     const ratelimit::RedisStorage storage(options);
@@ -112,11 +147,21 @@ int run(const Arguments& a, const Clock& clock) {
         }
         std::cout << admitted << ' ' << first << ' ' << microsOf(clock.now()) << '\n' << std::flush;
     } else {
-        for (std::int64_t i = 0; i < a.attempts; ++i) {
-            if (limiter.tryAcquire(a.key, 1).allowed) {
-                ++admitted;
-            }
+        std::atomic<std::int64_t> together{0};
+        std::vector<std::thread> threads;
+        for (std::int64_t t = 0; t < a.threads; ++t) {
+            threads.emplace_back([&] {
+                for (std::int64_t i = 0; i < a.attempts / a.threads; ++i) {
+                    if (limiter.tryAcquire(a.key, 1).allowed) {
+                        together.fetch_add(1);
+                    }
+                }
+            });
         }
+        for (std::thread& t : threads) {
+            t.join();
+        }
+        admitted = together.load();
         std::cout << admitted << '\n' << std::flush;
     }
     return 0;
@@ -136,11 +181,12 @@ int run(const Arguments& a) {
 
 int main(int argc, char** argv) {
     try {
-        if (argc != 11) {
-            throw UsageError("expected 10 arguments, got " + std::to_string(argc - 1));
+        if (argc != 11 && argc != 12) {
+            throw UsageError("expected 10 or 11 arguments, got " + std::to_string(argc - 1));
         }
         Arguments a;
         a.socket = argv[1];
+        a.cluster = clusterOf(a.socket);
         a.keyPrefix = argv[2];
         a.name = argv[3];
         a.model = argv[4];
@@ -152,6 +198,12 @@ int main(int argc, char** argv) {
         }
         a.attempts = number(argv[9], "attempts");
         a.key = argv[10];
+        if (argc == 12) {
+            a.threads = number(argv[11], "threads");
+            if (a.threads < 1) {
+                throw UsageError("threads must be at least 1");
+            }
+        }
         if (a.model == ratelimit::FixedWindowModel::kName) {
             return run<ratelimit::FixedWindowModel>(a);
         }

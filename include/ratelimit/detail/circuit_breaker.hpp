@@ -103,6 +103,9 @@ public:
         return StoreEvent{StoreEvent::Health::kFailing, error, message};
     }
 
+    /// Whether calls are answered without I/O until a probe reaches the store.
+    [[nodiscard]] bool isOpen() const noexcept { return open_.load(std::memory_order_acquire); }
+
     /// Time until the next probe (the base backoff when closed).
     std::chrono::nanoseconds untilProbe() {
         const TimePoint now = this->now();

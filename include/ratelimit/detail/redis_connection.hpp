@@ -21,6 +21,7 @@
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <utility>
 #include <vector>
 
 #include <hiredis/hiredis.h>
@@ -100,6 +101,9 @@ inline StoreError classifyErrorReply(std::string_view text) {
     }
     if (startsWith("BUSY")) {
         return StoreError::kBusy;
+    }
+    if (startsWith("CLUSTERDOWN") || startsWith("TRYAGAIN")) {
+        return StoreError::kClusterDown;
     }
     // Refusals of a server that is up, also raised inside a script: Redis 7 passes the code
     // through, earlier versions wrap it in their own text.
@@ -443,8 +447,26 @@ inline std::vector<RedisAddress> lookUp(const std::string& host, int port, bool 
 /// their deadlines.
 class RedisEndpoint {
 public:
-    /// The storage's options, which outlive the endpoint.
-    explicit RedisEndpoint(const RedisStorageOptions& options) : options_(options) {}
+    /// The storage's server (`host`, `port`, or `unixSocket`). `options` are the storage's,
+    /// which outlive the endpoint.
+    explicit RedisEndpoint(const RedisStorageOptions& options)
+        : RedisEndpoint(options, options.host, options.port) {}
+
+    /// A Cluster node's: `host` and `port` over TCP, looked up with the storage's resolver.
+    RedisEndpoint(const RedisStorageOptions& options, std::string host, int port)
+        : options_(options), host_(std::move(host)), port_(port) {}
+
+    /// `host:port` (`[host]:port` for an IPv6 address), or the unix socket path.
+    [[nodiscard]] std::string name() const {
+        if (!options_.unixSocket.empty()) {
+            return options_.unixSocket;
+        }
+        const bool v6 = host_.find(':') != std::string::npos;
+        return (v6 ? "[" + host_ + "]" : host_) + ":" + std::to_string(port_);
+    }
+
+    [[nodiscard]] const std::string& host() const noexcept { return host_; }
+    [[nodiscard]] int port() const noexcept { return port_; }
 
     /// The addresses to try, in order; empty with `status` set when none is known in time.
     /// The lookup runs outside the lock: a caller that finds one under way waits for it
@@ -458,7 +480,7 @@ public:
             if (looked_.wait_until(lock, deadline) == std::cv_status::timeout) {
                 if (known_.empty()) {
                     status = {StoreError::kTimeout,
-                              "looking up " + options_.host + " took until the deadline"};
+                              "looking up " + host_ + " took until the deadline"};
                 }
                 return known_;
             }
@@ -512,28 +534,30 @@ private:
     /// The addresses of the host now: the options' resolver's, or the system's.
     [[nodiscard]] std::vector<RedisAddress> lookUpNow(std::string& error) const {
         if (!options_.resolve) {
-            return lookUp(options_.host, options_.port, false, error);
+            return lookUp(host_, port_, false, error);
         }
         std::vector<RedisAddress> out;
         std::vector<std::string> texts;
         try {
-            texts = options_.resolve(options_.host);
+            texts = options_.resolve(host_);
         } catch (...) {  // documented not to throw; a lookup that fails all the same
-            error = "cannot resolve " + options_.host + ": the resolver threw";
+            error = "cannot resolve " + host_ + ": the resolver threw";
             return out;
         }
         for (const std::string& text : texts) {
-            for (const RedisAddress& a : lookUp(text, options_.port, true, error)) {
+            for (const RedisAddress& a : lookUp(text, port_, true, error)) {
                 out.push_back(a);
             }
         }
         if (out.empty() && error.empty()) {
-            error = "cannot resolve " + options_.host + ": the resolver found no address";
+            error = "cannot resolve " + host_ + ": the resolver found no address";
         }
         return out;
     }
 
     const RedisStorageOptions& options_;
+    const std::string host_;
+    const int port_;
     std::mutex lock_;
     std::condition_variable looked_;   // a lookup ended
     std::vector<RedisAddress> known_;  // guarded by lock_

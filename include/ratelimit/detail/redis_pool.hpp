@@ -58,13 +58,31 @@ public:
         if (pipeline_) {
             return pipeline_->exchange(request, deadline, status);
         }
+        return exchangeAlone(request, 1, deadline, status);
+    }
+
+    /// `ASKING`, then `request`, on a pooled connection of the call's own even with
+    /// pipelining: the flag holds for the next command of one connection only. `request`'s
+    /// reply, or `ASKING`'s when that was refused.
+    ReplyPtr exchangeAsking(std::string_view request, Deadline deadline, IoStatus& status) {
+        std::string both;
+        appendCommand(both, {"ASKING"});
+        both.append(request);
+        return exchangeAlone(both, 2, deadline, status);
+    }
+
+private:
+    /// Sends `request`, `commands` commands, on a pooled connection of the call's own and
+    /// reads their replies: the first that is an error, else the last.
+    ReplyPtr exchangeAlone(std::string_view request, std::size_t commands, Deadline deadline,
+                           IoStatus& status) {
         auto conn = acquire(deadline, status);
         std::size_t sent = 0;
         while (conn) {
             counters_.writes.fetch_add(1, std::memory_order_relaxed);
             ReplyPtr reply =
                 conn->send(std::span<const std::string_view>(&request, 1), deadline, status, sent)
-                    ? conn->receive(deadline, status)
+                    ? receive(*conn, commands, deadline, status)
                     : nullptr;
             if (reply) {
                 release(std::move(conn), !closesConnection(*reply));
@@ -86,7 +104,22 @@ public:
         return nullptr;
     }
 
-private:
+    /// The replies of `commands` commands sent on `conn`: the first error, else the last.
+    static ReplyPtr receive(RedisConnection& conn, std::size_t commands, Deadline deadline,
+                            IoStatus& status) {
+        ReplyPtr kept;
+        for (std::size_t i = 0; i < commands; ++i) {
+            ReplyPtr reply = conn.receive(deadline, status);
+            if (!reply) {
+                return nullptr;
+            }
+            if (!kept || kept->type != REDIS_REPLY_ERROR) {
+                kept = std::move(reply);
+            }
+        }
+        return kept;
+    }
+
     /// A connection for one call: an idle one, or a new one (connected and authenticated
     /// within the deadline) while fewer than `poolSize` are open.
     std::unique_ptr<RedisConnection> acquire(Deadline deadline, IoStatus& status) {

@@ -26,6 +26,7 @@
 #include <ratelimit/detail/fork_watch.hpp>
 #include <ratelimit/detail/limit_epochs.hpp>
 #include <ratelimit/detail/per_process.hpp>
+#include <ratelimit/detail/redis_cluster.hpp>
 #include <ratelimit/detail/redis_connection.hpp>
 #include <ratelimit/detail/redis_pool.hpp>
 #include <ratelimit/detail/redis_script.hpp>
@@ -302,34 +303,72 @@ std::vector<std::string> quotaArguments(const QuotaOf<M>& q) {
     return values;
 }
 
-/// What one process uses to reach Redis: its connections and its circuit breaker, one per
-/// process (`PerProcess`): a forked child leaves its parent's link as the fork found it, since a
-/// parent's thread may have held its locks, or queued requests on it, at the fork. Its sockets
-/// stay open, unused, in the child until it exits or execs (they are close-on-exec): closing
-/// them could close a file the child opened under a reused descriptor number.
+/// What one process uses to reach Redis: the server's connections and circuit breaker, or a
+/// Cluster's nodes and slot map; one per process (`PerProcess`): a forked child leaves its
+/// parent's link as the fork found it, since a parent's thread may have held its locks, or
+/// queued requests on it, at the fork. Its sockets stay open, unused, in the child until it
+/// exits or execs (they are close-on-exec): closing them could close a file the child opened
+/// under a reused descriptor number.
 struct RedisLink {
-    /// `options` and `counters` are the storage's, which outlives its links.
-    RedisLink(const RedisStorageOptions& options, RedisPoolCounters& counters)
-        : endpoint(options),
-          pool(options, endpoint, counters),
-          breaker(options.breakerBackoff, options.breakerMaxBackoff, options.breakerClock) {}
+    /// `options` and the counters are the storage's, which outlives its links.
+    RedisLink(const RedisStorageOptions& options, RedisPoolCounters& counters,
+              std::atomic<std::uint64_t>& mapReads)
+        : server(options.cluster.empty() ? std::make_unique<RedisNode>(options, counters)
+                                         : nullptr),
+          cluster(options.cluster.empty()
+                      ? nullptr
+                      : std::make_unique<RedisCluster>(options, counters, mapReads)) {}
 
     /// True in a child of the process that made this link.
     [[nodiscard]] bool forked() const noexcept { return fork.forked(); }
 
+    /// Where a call goes whose Redis keys share `redisKey`'s slot: the server, or the master
+    /// serving that slot.
+    RedisRoute route(std::string_view redisKey, Deadline deadline) {
+        if (!cluster) {
+            return {server.get(), false};
+        }
+        return {&cluster->owner(clusterSlot(redisKey), deadline), false};
+    }
+
+    /// Where the `MOVED` or `ASK` reply `text` of `asked` sends the call; nullopt with one
+    /// server, which never redirects, or when `text` is no redirect.
+    std::optional<RedisRoute> redirect(std::string_view text, const RedisNode& asked,
+                                       Deadline deadline) {
+        return cluster ? cluster->redirect(text, asked, deadline) : std::nullopt;
+    }
+
+    /// After `node` failed or its breaker answered a call: in a Cluster, the slot map is read
+    /// again when due, so that a promoted replica takes its slots.
+    void nodeFailed(Deadline deadline) {
+        if (cluster) {
+            cluster->nodeFailed(deadline);
+        }
+    }
+
+    /// `event` of `node`'s breaker; in a Cluster, each node's health is heard on its own and
+    /// the message names it.
+    [[nodiscard]] std::optional<StoreEvent> about(const RedisNode& node,
+                                                  std::optional<StoreEvent> event) const {
+        if (event && cluster) {
+            event->message = node.endpoint.name() + ": " + event->message;
+        }
+        return event;
+    }
+
     ForkWatch fork;
-    RedisEndpoint endpoint;
-    RedisPool pool;
-    CircuitBreaker breaker;
+    std::unique_ptr<RedisNode> server;      // null in a Cluster
+    std::unique_ptr<RedisCluster> cluster;  // null with one server
 };
 
 /// This process's `RedisLink`.
 /// Thread safety: thread-safe.
 class RedisLinks {
 public:
-    /// `options` and `counters` are the storage's, which outlives its links.
-    RedisLinks(const RedisStorageOptions& options, RedisPoolCounters& counters)
-        : options_(options), counters_(counters), links_(make()) {}
+    /// `options` and the counters are the storage's, which outlives its links.
+    RedisLinks(const RedisStorageOptions& options, RedisPoolCounters& counters,
+               std::atomic<std::uint64_t>& mapReads)
+        : options_(options), counters_(counters), mapReads_(mapReads), links_(make()) {}
 
     /// This process's link. The first call in a forked child makes the child's own, so the
     /// call's one deadline still covers it.
@@ -339,11 +378,12 @@ public:
 
 private:
     [[nodiscard]] std::unique_ptr<RedisLink> make() const {
-        return std::make_unique<RedisLink>(options_, counters_);
+        return std::make_unique<RedisLink>(options_, counters_, mapReads_);
     }
 
     const RedisStorageOptions& options_;
     RedisPoolCounters& counters_;
+    std::atomic<std::uint64_t>& mapReads_;
     PerProcess<RedisLink> links_;
 };
 
@@ -352,8 +392,11 @@ private:
 struct RedisShared final : RefCounted {
     RedisStorageOptions options;
     RedisPoolCounters poolCounters;
-    RedisLinks links{options, poolCounters};
+    std::atomic<std::uint64_t> slotMapReads{0};
+    RedisLinks links{options, poolCounters, slotMapReads};
     std::atomic<std::uint64_t> requests{0};
+    std::atomic<std::uint64_t> movedFollowed{0};
+    std::atomic<std::uint64_t> askFollowed{0};
     std::atomic<std::uint64_t> scriptResends{0};
     std::atomic<std::uint64_t> failures{0};
     std::atomic<std::uint64_t> shortCircuited{0};
@@ -373,6 +416,9 @@ struct RedisShared final : RefCounted {
         for (std::size_t kind = 0; kind < kStoreErrorKinds; ++kind) {
             s.failuresByKind[kind] = failuresByKind[kind].load(std::memory_order_relaxed);
         }
+        s.movedFollowed = movedFollowed.load(std::memory_order_relaxed);
+        s.askFollowed = askFollowed.load(std::memory_order_relaxed);
+        s.slotMapReads = slotMapReads.load(std::memory_order_relaxed);
         return s;
     }
 
@@ -445,7 +491,47 @@ struct RedisShared final : RefCounted {
         if (options.maxPipeline < 1 || options.maxPipeline > 65536) {
             bad("maxPipeline", "must be in 1..65536", options.maxPipeline);
         }
+        checkCluster(options);
         return options;
+    }
+
+    /// The Cluster options: seeds that can be reached over TCP, database 0.
+    static void checkCluster(const RedisStorageOptions& options) {
+        if (options.cluster.empty()) {
+            return;
+        }
+        constexpr int kMaxPort = 65535;
+        if (options.cluster.size() > RedisCluster::kMaxNodes) {
+            throwInvalidArgument(
+                "RedisStorage::Options.cluster must list at most {} nodes (got {})",
+                {RedisCluster::kMaxNodes, options.cluster.size()});
+        }
+        for (std::size_t i = 0; i < options.cluster.size(); ++i) {
+            const RedisNodeAddress& node = options.cluster[i];
+            if (node.host.empty() || node.port < 1 || node.port > kMaxPort) {
+                throwInvalidArgument(
+                    "RedisStorage::Options.cluster[{}] needs a host and a port in 1..65535 (got "
+                    "\"{}\" port {})",
+                    {i, node.host, node.port});
+            }
+        }
+        if (!options.unixSocket.empty()) {
+            throwInvalidArgument(
+                "RedisStorage::Options.unixSocket must be empty with cluster (Cluster nodes "
+                "announce TCP addresses)");
+        }
+        if (options.database != 0) {
+            throwInvalidArgument(
+                "RedisStorage::Options.database must be 0 with cluster (got {}): a Cluster has "
+                "one database",
+                {options.database});
+        }
+        if (options.clusterRefreshInterval < std::chrono::milliseconds{1} ||
+            options.clusterRefreshInterval > std::chrono::minutes{1}) {
+            throwInvalidArgument(
+                "RedisStorage::Options.clusterRefreshInterval must be in 1ms..1min (got {}ms)",
+                {options.clusterRefreshInterval.count()});
+        }
     }
 };
 
@@ -554,11 +640,32 @@ public:
         for (const std::string& k : keys) {
             detail::appendArgument(request, k);
         }
-        if (!link.breaker.admit().proceed) {
-            return;  // no I/O during an outage; the key expires on its own
+        const detail::Deadline deadline = shared_->deadline();
+        detail::RedisRoute route = link.route(keys.front(), deadline);
+        for (std::size_t redirects = 0;; ++redirects) {
+            detail::RedisNode& node = *route.node;
+            const auto admission = node.breaker.admit();
+            if (!admission.proceed) {
+                return;  // no I/O during an outage; the key expires on its own
+            }
+            detail::IoStatus status;
+            const detail::ReplyPtr reply = exchange(node, route.asking, request, deadline, status);
+            if (reply && reply->type == REDIS_REPLY_ERROR) {
+                const std::string_view text(reply->str, reply->len);
+                status = {detail::classifyErrorReply(text), std::string(text)};
+            }
+            if (status.ok()) {
+                succeeded(link, node, admission);
+                return;
+            }
+            if (const auto next = follow(link, node, status, redirects, deadline)) {
+                succeeded(link, node, admission);
+                route = *next;
+                continue;
+            }
+            failed(link, node, admission, status, deadline);
+            return;
         }
-        detail::IoStatus status;
-        link.pool.exchange(request, shared_->deadline(), status);
     }
 
     /// The Redis keys holding `key`'s state, `<keyPrefix>:<name>:<model>:v<kStateVersion><tag>`;
@@ -657,43 +764,95 @@ private:
         }
     }
 
+    /// Redirects one call follows, as other Cluster clients do: more means the map is changing
+    /// faster than the call can follow.
+    static constexpr std::size_t kMaxRedirects = 5;
+
     [[nodiscard]] Decision call(std::string_view key, const std::string& now, Tick phase,
                                 std::int64_t cost, StepMode mode, Tick fallbackNow,
                                 Each* each) const {
         detail::RedisLink& link = shared_->links.current();
         const Enforced& enforced = enforced_->current().value;
-        const auto admission = link.breaker.admit();
-        if (!admission.proceed) {
-            shared_->shortCircuited.fetch_add(1, std::memory_order_relaxed);
-            return degrade(link, {StoreError::kCircuitOpen, "the circuit breaker is open"}, key,
-                           cost, mode, fallbackNow, admission.wait, each, enforced.quota);
-        }
+        const std::vector<std::string> keys = redisKeys(key);
+        const detail::Deadline deadline = shared_->deadline();
         const detail::ScriptCall script{now, cost, mode, phase};
-        detail::IoStatus status;
-        const std::optional<Decision> answer =
-            run(link, key, script, shared_->deadline(), status, each, enforced);
-        if (answer) {
-            shared_->report(link.breaker.succeeded(admission));
-            return *answer;
+        detail::RedisRoute route = link.route(keys.front(), deadline);
+        for (std::size_t redirects = 0;; ++redirects) {
+            detail::RedisNode& node = *route.node;
+            const auto admission = node.breaker.admit();
+            if (!admission.proceed) {
+                shared_->shortCircuited.fetch_add(1, std::memory_order_relaxed);
+                link.nodeFailed(deadline);
+                return degrade(link, {StoreError::kCircuitOpen, "the circuit breaker is open"}, key,
+                               cost, mode, fallbackNow, admission.wait, each, enforced.quota);
+            }
+            detail::IoStatus status;
+            const std::optional<Decision> answer =
+                run(node, route.asking, keys, script, deadline, status, each, enforced);
+            if (answer) {
+                succeeded(link, node, admission);
+                return *answer;
+            }
+            if (const auto next = follow(link, node, status, redirects, deadline)) {
+                succeeded(link, node, admission);  // the node answered
+                route = *next;
+                continue;
+            }
+            failed(link, node, admission, status, deadline);
+            return degrade(link, status, key, cost, mode, fallbackNow, node.breaker.untilProbe(),
+                           each, enforced.quota);
         }
-        shared_->report(
-            link.breaker.failed(admission, status.error, status.message, detail::outage(status)));
-        return degrade(link, status, key, cost, mode, fallbackNow, link.breaker.untilProbe(), each,
-                       enforced.quota);
     }
 
-    std::optional<Decision> run(detail::RedisLink& link, std::string_view key,
+    /// Tells `node`'s breaker that the call it let through as `admission` was answered, and
+    /// reports a change of health.
+    void succeeded(detail::RedisLink& link, detail::RedisNode& node,
+                   const detail::CircuitBreaker::Admission& admission) const {
+        shared_->report(link.about(node, node.breaker.succeeded(admission)));
+    }
+
+    /// Tells `node`'s breaker that the call it let through failed with `status`, reports a
+    /// change of health, and after an outage has a Cluster's map read again when due.
+    void failed(detail::RedisLink& link, detail::RedisNode& node,
+                const detail::CircuitBreaker::Admission& admission, const detail::IoStatus& status,
+                detail::Deadline deadline) const {
+        const bool outage = detail::outage(status);
+        shared_->report(
+            link.about(node, node.breaker.failed(admission, status.error, status.message, outage)));
+        if (outage) {
+            link.nodeFailed(deadline);
+        }
+    }
+
+    /// The route of a `MOVED` or `ASK` reply of `node`, counted, while the call may follow
+    /// one more; nullopt otherwise, and with one server.
+    std::optional<detail::RedisRoute> follow(detail::RedisLink& link, const detail::RedisNode& node,
+                                             const detail::IoStatus& status, std::size_t redirects,
+                                             detail::Deadline deadline) const {
+        if (status.error != StoreError::kRedirected || redirects >= kMaxRedirects) {
+            return std::nullopt;
+        }
+        std::optional<detail::RedisRoute> next = link.redirect(status.message, node, deadline);
+        if (next) {
+            (next->asking ? shared_->askFollowed : shared_->movedFollowed)
+                .fetch_add(1, std::memory_order_relaxed);
+        }
+        return next;
+    }
+
+    std::optional<Decision> run(detail::RedisNode& node, bool asking,
+                                const std::vector<std::string>& keys,
                                 const detail::ScriptCall& script, detail::Deadline deadline,
                                 detail::IoStatus& status, Each* each,
                                 const Enforced& enforced) const {
-        const std::vector<std::string> keys = redisKeys(key);
         const std::span<const std::string> arguments = callArguments(enforced, each);
         detail::ReplyPtr reply =
-            send(link, "EVALSHA", sha_, keys, script, arguments, deadline, status);
+            send(node, asking, "EVALSHA", sha_, keys, script, arguments, deadline, status);
         if (reply && isNoScript(*reply)) {
-            // The script did not run (restart, failover, SCRIPT FLUSH): the one resend allowed.
+            // The script did not run (restart, failover, SCRIPT FLUSH, a node that never ran
+            // it): the one resend allowed.
             shared_->scriptResends.fetch_add(1, std::memory_order_relaxed);
-            reply = send(link, "EVAL", script_, keys, script, arguments, deadline, status);
+            reply = send(node, asking, "EVAL", script_, keys, script, arguments, deadline, status);
         }
         if (!reply) {
             return std::nullopt;
@@ -716,14 +875,21 @@ private:
         }
     }
 
-    detail::ReplyPtr send(detail::RedisLink& link, std::string_view verb,
+    detail::ReplyPtr send(detail::RedisNode& node, bool asking, std::string_view verb,
                           std::string_view scriptOrSha, std::span<const std::string> keys,
                           const detail::ScriptCall& script, std::span<const std::string> arguments,
                           detail::Deadline deadline, detail::IoStatus& status) const {
         std::string request;
         detail::appendScriptRequest(request, verb, scriptOrSha, keys, script, arguments);
         shared_->requests.fetch_add(1, std::memory_order_relaxed);
-        return link.pool.exchange(request, deadline, status);
+        return exchange(node, asking, request, deadline, status);
+    }
+
+    /// `request`'s reply from `node`, after `ASKING` when an `ASK` sent it there.
+    static detail::ReplyPtr exchange(detail::RedisNode& node, bool asking, std::string_view request,
+                                     detail::Deadline deadline, detail::IoStatus& status) {
+        return asking ? node.pool.exchangeAsking(request, deadline, status)
+                      : node.pool.exchange(request, deadline, status);
     }
 
     static bool isNoScript(const redisReply& reply) {

@@ -1,0 +1,453 @@
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <hiredis/hiredis.h>
+
+#include <ratelimit/detail/chrono.hpp>
+#include <ratelimit/detail/circuit_breaker.hpp>
+#include <ratelimit/detail/redis_connection.hpp>
+#include <ratelimit/detail/redis_pool.hpp>
+#include <ratelimit/redis_options.hpp>
+#include <ratelimit/store_error.hpp>
+
+namespace ratelimit {
+inline namespace v1 {
+namespace detail {
+
+/// Slots of a Redis Cluster.
+inline constexpr std::size_t kClusterSlots = 16384;
+
+/// CRC16-CCITT (XMODEM: polynomial 0x1021, initial 0), the Cluster's key hash, a byte at a
+/// time from a table built at compile time.
+inline constexpr std::array<std::uint16_t, 256> kCrc16Table = [] {
+    constexpr std::uint16_t kPolynomial = 0x1021;
+    constexpr unsigned kTopBit = 0x8000;
+    constexpr unsigned kByteBits = 8;
+    std::array<std::uint16_t, 256> table{};
+    for (unsigned byte = 0; byte < table.size(); ++byte) {
+        unsigned crc = byte << kByteBits;
+        for (unsigned bit = 0; bit < kByteBits; ++bit) {
+            crc = (crc & kTopBit) != 0 ? (crc << 1U) ^ kPolynomial : crc << 1U;
+        }
+        table[byte] = static_cast<std::uint16_t>(crc);
+    }
+    return table;
+}();
+
+constexpr std::uint16_t crc16(std::string_view bytes) noexcept {
+    constexpr unsigned kByteBits = 8;
+    constexpr unsigned kByteMask = 0xFF;
+    unsigned crc = 0;
+    for (const char c : bytes) {
+        const unsigned index = ((crc >> kByteBits) ^ static_cast<unsigned char>(c)) & kByteMask;
+        crc = (crc << kByteBits) ^ kCrc16Table[index];
+    }
+    return static_cast<std::uint16_t>(crc);
+}
+
+/// The Cluster slot of a Redis key, as the Cluster specification defines it: the hash of its
+/// hash tag (the bytes between its first `{` and the first `}` after it, when there is at
+/// least one), else of the whole key.
+constexpr std::uint16_t clusterSlot(std::string_view key) noexcept {
+    std::string_view hashed = key;
+    if (const std::size_t open = key.find('{'); open != std::string_view::npos) {
+        const std::size_t close = key.find('}', open + 1);
+        if (close != std::string_view::npos && close > open + 1) {
+            hashed = key.substr(open + 1, close - open - 1);
+        }
+    }
+    return static_cast<std::uint16_t>(crc16(hashed) % kClusterSlots);
+}
+
+/// One server's connections and circuit breaker: the standalone server, or a Cluster node.
+struct RedisNode {
+    /// `options` and `counters` are the storage's, which outlive its nodes.
+    RedisNode(const RedisStorageOptions& options, std::string host, int port,
+              RedisPoolCounters& counters)
+        : endpoint(options, std::move(host), port),
+          pool(options, endpoint, counters),
+          breaker(options.breakerBackoff, options.breakerMaxBackoff, options.breakerClock) {}
+
+    /// The standalone server of `options` (TCP or unix socket).
+    RedisNode(const RedisStorageOptions& options, RedisPoolCounters& counters)
+        : endpoint(options),
+          pool(options, endpoint, counters),
+          breaker(options.breakerBackoff, options.breakerMaxBackoff, options.breakerClock) {}
+
+    RedisEndpoint endpoint;
+    RedisPool pool;
+    CircuitBreaker breaker;
+};
+
+/// Where one request goes: a node, and whether `ASKING` must precede it there.
+struct RedisRoute {
+    RedisNode* node = nullptr;
+    bool asking = false;
+};
+
+/// A `MOVED` or `ASK` reply: the slot and the node it names.
+struct RedisRedirect {
+    bool moved = false;  // else ASK
+    std::uint16_t slot = 0;
+    std::string host;
+    int port = 0;
+};
+
+/// The redirect `text` (an error reply) names, if it is one; an empty host is `asked`'s (a
+/// node that does not know its own address answers so).
+inline std::optional<RedisRedirect> redirectOf(std::string_view text, const RedisNode& asked) {
+    RedisRedirect r;
+    if (text.starts_with("MOVED ")) {
+        r.moved = true;
+        text.remove_prefix(6);
+    } else if (text.starts_with("ASK ")) {
+        text.remove_prefix(4);
+    } else {
+        return std::nullopt;
+    }
+    const std::size_t space = text.find(' ');
+    const std::size_t colon = text.rfind(':');
+    if (space == std::string_view::npos || colon == std::string_view::npos || colon < space) {
+        return std::nullopt;
+    }
+    const auto number = [](std::string_view digits, auto& out) {
+        const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), out);
+        return ec == std::errc{} && end == digits.data() + digits.size();
+    };
+    constexpr int kMaxPort = 65535;
+    if (!number(text.substr(0, space), r.slot) || r.slot >= kClusterSlots ||
+        !number(text.substr(colon + 1), r.port) || r.port < 1 || r.port > kMaxPort) {
+        return std::nullopt;
+    }
+    r.host = std::string(text.substr(space + 1, colon - space - 1));
+    if (r.host.empty()) {
+        r.host = asked.endpoint.host();
+    }
+    return r;
+}
+
+/// A run of slots and the master serving it, as a slot map lists it.
+struct SlotRange {
+    std::uint16_t first = 0;
+    std::uint16_t last = 0;
+    std::string host;
+    int port = 0;
+};
+
+/// The text of a string or status reply; empty for any other.
+inline std::string_view textOf(const redisReply* r) noexcept {
+    if (r == nullptr || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS)) {
+        return {};
+    }
+    return {r->str, r->len};
+}
+
+/// Whether `r` is an integer reply that is a slot.
+inline bool slotOf(const redisReply* r, std::uint16_t& slot) noexcept {
+    if (r == nullptr || r->type != REDIS_REPLY_INTEGER || r->integer < 0 ||
+        r->integer >= static_cast<long long>(kClusterSlots)) {
+        return false;
+    }
+    slot = static_cast<std::uint16_t>(r->integer);
+    return true;
+}
+
+/// The masters' slot ranges in a `CLUSTER SHARDS` reply (Redis 7): per shard `slots` (pairs of
+/// bounds) and `nodes` (each a flat list of names and values: `endpoint`, `ip`, `port`,
+/// `role`, ...). Empty when the reply has another shape. `asked` fills in an unknown address.
+inline std::vector<SlotRange> shardsRanges(const redisReply& reply, const RedisNode& asked) {
+    std::vector<SlotRange> out;
+    if (reply.type != REDIS_REPLY_ARRAY) {
+        return out;
+    }
+    for (std::size_t s = 0; s < reply.elements; ++s) {
+        const redisReply* shard = reply.element[s];
+        const redisReply* slots = nullptr;
+        const redisReply* nodes = nullptr;
+        for (std::size_t i = 0; shard->type == REDIS_REPLY_ARRAY && i + 1 < shard->elements;
+             i += 2) {
+            const std::string_view name = textOf(shard->element[i]);
+            if (name == "slots") {
+                slots = shard->element[i + 1];
+            } else if (name == "nodes") {
+                nodes = shard->element[i + 1];
+            }
+        }
+        if (slots == nullptr || nodes == nullptr || slots->type != REDIS_REPLY_ARRAY ||
+            nodes->type != REDIS_REPLY_ARRAY) {
+            return {};
+        }
+        SlotRange master;
+        bool masterOnline = false;
+        for (std::size_t n = 0; n < nodes->elements; ++n) {
+            const redisReply* node = nodes->element[n];
+            SlotRange candidate;
+            std::string_view endpoint;
+            std::string_view ip;
+            bool isMaster = false;
+            bool online = false;
+            for (std::size_t i = 0; node->type == REDIS_REPLY_ARRAY && i + 1 < node->elements;
+                 i += 2) {
+                const std::string_view name = textOf(node->element[i]);
+                const redisReply* value = node->element[i + 1];
+                if (name == "endpoint") {
+                    endpoint = textOf(value);
+                } else if (name == "ip") {
+                    ip = textOf(value);
+                } else if (name == "port" && value->type == REDIS_REPLY_INTEGER) {
+                    candidate.port = static_cast<int>(value->integer);
+                } else if (name == "role") {
+                    isMaster = textOf(value) == "master";
+                } else if (name == "health") {
+                    online = textOf(value) == "online";
+                }
+            }
+            // A failed master stays listed beside the replica promoted in its place.
+            if (isMaster && (online || !masterOnline)) {
+                const std::string_view host = endpoint.empty() || endpoint == "?" ? ip : endpoint;
+                candidate.host = host.empty() ? asked.endpoint.host() : std::string(host);
+                master = std::move(candidate);
+                masterOnline = online;
+            }
+        }
+        if (master.port == 0) {
+            continue;  // a shard with no master (all of it failed): its slots keep their node
+        }
+        for (std::size_t i = 0; i + 1 < slots->elements; i += 2) {
+            SlotRange range = master;
+            if (!slotOf(slots->element[i], range.first) ||
+                !slotOf(slots->element[i + 1], range.last)) {
+                return {};
+            }
+            out.push_back(std::move(range));
+        }
+    }
+    return out;
+}
+
+/// The masters' slot ranges in a `CLUSTER SLOTS` reply (Redis 6): per range its bounds, then
+/// its master's address, then its replicas'. Empty when the reply has another shape.
+inline std::vector<SlotRange> slotsRanges(const redisReply& reply, const RedisNode& asked) {
+    std::vector<SlotRange> out;
+    if (reply.type != REDIS_REPLY_ARRAY) {
+        return out;
+    }
+    constexpr std::size_t kMasterAt = 2;
+    for (std::size_t r = 0; r < reply.elements; ++r) {
+        const redisReply* entry = reply.element[r];
+        SlotRange range;
+        if (entry->type != REDIS_REPLY_ARRAY || entry->elements <= kMasterAt ||
+            !slotOf(entry->element[0], range.first) || !slotOf(entry->element[1], range.last)) {
+            return {};
+        }
+        const redisReply* master = entry->element[kMasterAt];
+        if (master->type != REDIS_REPLY_ARRAY || master->elements < 2 ||
+            master->element[1]->type != REDIS_REPLY_INTEGER) {
+            return {};
+        }
+        const std::string_view host = textOf(master->element[0]);
+        range.host = host.empty() || host == "?" ? asked.endpoint.host() : std::string(host);
+        range.port = static_cast<int>(master->element[1]->integer);
+        out.push_back(std::move(range));
+    }
+    return out;
+}
+
+/// A Redis Cluster as one process sees it: its nodes (each with its own connections and
+/// breaker) and the slot map, read from any node at the first call and again, at most once
+/// per `clusterRefreshInterval`, after a `MOVED` or a node's failure. Until the first read,
+/// every slot goes to the first seed, whose `MOVED` replies are followed. A `MOVED` moves its
+/// slot at once, before the map is read again; an `ASK` leaves the map as it is. Replicas are
+/// never used: a check writes.
+/// Thread safety: thread-safe. Routing reads two atomics; the map is read by one caller at
+/// a time while the others route by the map as it is.
+class RedisCluster {
+public:
+    /// Nodes one process keeps at most (a Cluster is meant for up to 1000).
+    static constexpr std::size_t kMaxNodes = 1024;
+
+    /// `options`, `counters` and `mapReads` are the storage's, which outlives its links.
+    RedisCluster(const RedisStorageOptions& options, RedisPoolCounters& counters,
+                 std::atomic<std::uint64_t>& mapReads)
+        : options_(options), counters_(counters), mapReads_(mapReads) {
+        const std::lock_guard<std::mutex> lock(mutex_);
+        for (const RedisNodeAddress& seed : options_.cluster) {
+            (void)indexOf(seed.host, seed.port);
+        }
+    }
+
+    /// The master serving `slot` by the map, which is read first when it never was and a read
+    /// is due.
+    RedisNode& owner(std::uint16_t slot, Deadline deadline) {
+        if (!loaded_.load(std::memory_order_acquire)) {
+            refresh(deadline);
+        }
+        return *nodes_[slots_[slot].load(std::memory_order_acquire)].load(
+            std::memory_order_acquire);
+    }
+
+    /// The node a `MOVED` or `ASK` reply of `asked` names, the map updated for `MOVED` (and
+    /// read again when due); nullopt when the reply is no redirect or names one node too many.
+    std::optional<RedisRoute> redirect(std::string_view reply, const RedisNode& asked,
+                                       Deadline deadline) {
+        std::optional<RedisRedirect> r = redirectOf(reply, asked);
+        if (!r) {
+            return std::nullopt;
+        }
+        std::uint16_t index = 0;
+        {
+            const std::lock_guard<std::mutex> lock(mutex_);
+            const std::optional<std::uint16_t> found = indexOf(r->host, r->port);
+            if (!found) {
+                return std::nullopt;
+            }
+            index = *found;
+        }
+        if (r->moved) {
+            slots_[r->slot].store(index, std::memory_order_release);
+            refresh(deadline);
+        }
+        return RedisRoute{nodes_[index].load(std::memory_order_acquire), !r->moved};
+    }
+
+    /// After a node failed or its breaker answered: the map is read again when due, so that a
+    /// replica promoted in its place takes its slots.
+    void nodeFailed(Deadline deadline) { refresh(deadline); }
+
+private:
+    /// Reads the map if no read is under way and the last ended `clusterRefreshInterval` ago.
+    void refresh(Deadline deadline) {
+        const std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+        if (now < nextRead_.load(std::memory_order_acquire)) {
+            return;
+        }
+        if (reading_.exchange(true, std::memory_order_acquire)) {
+            return;  // another caller reads it; this one routes by the map as it is
+        }
+        if (now < nextRead_.load(std::memory_order_acquire)) {
+            reading_.store(false, std::memory_order_release);
+            return;  // one ended in between
+        }
+        try {
+            read(deadline);
+        } catch (...) {  // std::bad_alloc: the next due caller reads it again
+            endRead();
+            throw;
+        }
+        endRead();
+    }
+
+    /// Lets the next read start once the interval has passed.
+    void endRead() noexcept {
+        const auto next = std::chrono::steady_clock::now() + options_.clusterRefreshInterval;
+        nextRead_.store(next.time_since_epoch().count(), std::memory_order_release);
+        reading_.store(false, std::memory_order_release);
+    }
+
+    /// Asks the nodes, those whose breaker is closed first, for the map until one answers
+    /// within the deadline, and routes every slot it lists to its master.
+    void read(Deadline deadline) {
+        std::vector<RedisNode*> asked;
+        const std::size_t known = count_.load(std::memory_order_acquire);
+        for (const bool open : {false, true}) {
+            for (std::size_t i = 0; i < known; ++i) {
+                RedisNode* node = nodes_[i].load(std::memory_order_acquire);
+                if (node->breaker.isOpen() == open) {
+                    asked.push_back(node);
+                }
+            }
+        }
+        for (RedisNode* node : asked) {
+            if (std::chrono::steady_clock::now() >= deadline) {
+                return;
+            }
+            std::vector<SlotRange> ranges = rangesFrom(*node, deadline);
+            if (!ranges.empty()) {
+                apply(ranges);
+                return;
+            }
+        }
+    }
+
+    /// The map as `node` sees it: `CLUSTER SHARDS`, or `CLUSTER SLOTS` before Redis 7. Empty
+    /// when it does not answer in time or with a map.
+    std::vector<SlotRange> rangesFrom(RedisNode& node, Deadline deadline) {
+        mapReads_.fetch_add(1, std::memory_order_relaxed);
+        for (const std::string_view subcommand : {"SHARDS", "SLOTS"}) {
+            std::string request;
+            appendCommand(request, {"CLUSTER", subcommand});
+            IoStatus status;
+            const ReplyPtr reply = node.pool.exchange(request, deadline, status);
+            if (!reply) {
+                return {};
+            }
+            if (reply->type == REDIS_REPLY_ERROR) {
+                continue;  // Redis 6 knows no CLUSTER SHARDS
+            }
+            return subcommand == "SHARDS" ? shardsRanges(*reply, node) : slotsRanges(*reply, node);
+        }
+        return {};
+    }
+
+    void apply(const std::vector<SlotRange>& ranges) {
+        const std::lock_guard<std::mutex> lock(mutex_);
+        for (const SlotRange& range : ranges) {
+            const std::optional<std::uint16_t> index = indexOf(range.host, range.port);
+            if (!index) {
+                continue;
+            }
+            for (std::size_t slot = range.first; slot <= range.last; ++slot) {
+                slots_[slot].store(*index, std::memory_order_release);
+            }
+        }
+        loaded_.store(true, std::memory_order_release);
+    }
+
+    /// The index of the node at `host` and `port`, added if new; nullopt when `kMaxNodes` are
+    /// known. Lock held.
+    std::optional<std::uint16_t> indexOf(const std::string& host, int port) {
+        const std::size_t known = count_.load(std::memory_order_relaxed);
+        for (std::size_t i = 0; i < known; ++i) {
+            const RedisEndpoint& e = owned_[i]->endpoint;
+            if (e.host() == host && e.port() == port) {
+                return static_cast<std::uint16_t>(i);
+            }
+        }
+        if (known == kMaxNodes) {
+            return std::nullopt;
+        }
+        owned_.push_back(std::make_unique<RedisNode>(options_, host, port, counters_));
+        nodes_[known].store(owned_.back().get(), std::memory_order_release);
+        count_.store(known + 1, std::memory_order_release);
+        return static_cast<std::uint16_t>(known);
+    }
+
+    const RedisStorageOptions& options_;
+    RedisPoolCounters& counters_;
+    std::atomic<std::uint64_t>& mapReads_;
+    std::mutex mutex_;                               // taken to add a node or apply a map
+    std::vector<std::unique_ptr<RedisNode>> owned_;  // guarded by mutex_; never shrinks
+    std::array<std::atomic<RedisNode*>, kMaxNodes> nodes_{};
+    std::atomic<std::size_t> count_{0};
+    std::array<std::atomic<std::uint16_t>, kClusterSlots> slots_{};  // 0: the first seed
+    std::atomic<bool> loaded_{false};
+    std::atomic<bool> reading_{false};
+    std::atomic<std::int64_t> nextRead_{0};  // steady-clock count
+};
+
+}  // namespace detail
+}  // namespace v1
+}  // namespace ratelimit
