@@ -1731,3 +1731,34 @@ TEST_CASE("Redis faults: TCP and unix socket servers both work; a closed port is
 }
 
 }  // namespace
+
+TEST_CASE("Redis faults: a reset that draws the breaker's probe reports it, so the breaker closes",
+          "[redis_storage][redis][faults]") {
+    // A reset once took the probe of an open breaker and never said how it went: no other call
+    // could probe again, and the breaker stayed open for good after the server came back.
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    BreakerClock breakerTime;
+    auto options = storageOptions(*server, "rl-reset-probe");
+    options.timeout = 200ms;
+    options.breakerBackoff = 20ms;
+    options.breakerClock = breakerTime.function();
+    const RedisStorage storage(options);
+    const ratelimit::ManualClock clock;
+    ratelimit_test::RedisLimiter<ratelimit::TokenBucketModel> limiter(
+        Limit::perHour(10), storage, clock,
+        limiterOptions("reset-probe", FailurePolicy::kFailClosed));
+    REQUIRE_FALSE(limiter.tryAcquire("k").degraded);
+    server->stop();
+    REQUIRE(limiter.tryAcquire("k").degraded);  // the breaker opens
+    server->restart();
+    breakerTime.advance(1s);
+    limiter.reset("k");  // the first call past the backoff: the probe
+    breakerTime.advance(1s);
+    const Decision after = limiter.tryAcquire("k");
+    INFO(describe(after) << " " << describe(storage.stats()));
+    CHECK_FALSE(after.degraded);
+    CHECK(after.allowed);
+}
