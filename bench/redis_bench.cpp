@@ -12,6 +12,11 @@
 //     (per_check, the requests per check, is 1) stepping both members.
 //   BM_<Algorithm>_RedisPool/keys:1/real_time/threads:T
 //     The same with `pipelining = false` (one caller per pooled connection), token bucket only.
+//   BM_TokenBucket_RedisCluster/keys:10000/real_time/threads:T
+//     The same checks on a Redis Cluster of the bench's own (tests/support/redis_cluster.hpp:
+//     3 masters and 3 replicas on loopback TCP, started at the first such row), reached through
+//     its nodes as seeds. on_master_<i> is the share of the row's scripts master i ran (from its
+//     INFO commandstats), server_ns the three masters' CPU time per check together.
 //   BM_Baseline_HiredisEvalsha_<Algorithm>/keys:K/real_time/threads:T
 //     The floor: each thread has its own blocking hiredis context and sends, with
 //     redisCommandArgv, the EVALSHA RedisStorage::Table sends (its script, and its arguments
@@ -67,6 +72,7 @@
 #include <ratelimit/limiter.hpp>
 #include <ratelimit/redis.hpp>
 
+#include "support/redis_cluster.hpp"
 #include "support/redis_server.hpp"
 #include "support/resp.hpp"
 
@@ -183,6 +189,33 @@ void startRedis() {
         benchmark::AddCustomContext("redis_server", env.error);
     }
     benchmark::AddCustomContext("bench_cpus", describeAffinity(0));
+}
+
+/// A Redis Cluster, started by the first row that needs one.
+struct ClusterEnv {
+    std::unique_ptr<rt::RedisCluster> cluster;
+    std::unique_ptr<RedisStorage> storage;
+    std::string error;  // why there is no cluster
+};
+
+ClusterEnv& clusterEnv() {
+    static ClusterEnv env = [] {
+        ClusterEnv e;
+        try {
+            e.cluster = std::make_unique<rt::RedisCluster>();
+            RedisStorage::Options options;
+            for (const auto& [host, port] : e.cluster->seeds()) {
+                options.cluster.push_back({host, port});
+            }
+            options.timeout = std::chrono::milliseconds{1000};
+            e.storage = std::make_unique<RedisStorage>(options);
+        } catch (const std::exception& ex) {
+            e.cluster.reset();
+            e.error = std::string("no redis cluster: ") + ex.what();
+        }
+        return e;
+    }();
+    return env;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -350,6 +383,75 @@ void BM_Redis(benchmark::State& state) {
     }
 }
 
+/// The scripts each master has run (`cmdstat_evalsha` and `cmdstat_eval` calls).
+std::vector<double> scriptsPerMaster(rt::RedisCluster& cluster) {
+    std::vector<double> calls;
+    for (std::size_t node = 0; node < rt::RedisCluster::kMasters; ++node) {
+        const rt::RedisReplyPtr info = cluster.run(node, {"INFO", "commandstats"});
+        const std::string text(info->str, info->len);
+        double n = 0;
+        for (const std::string_view command : {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="}) {
+            if (const std::size_t at = text.find(command); at != std::string::npos) {
+                n += std::stod(text.substr(at + command.size()));
+            }
+        }
+        calls.push_back(n);
+    }
+    return calls;
+}
+
+/// The masters' CPU time so far, together.
+std::int64_t mastersCpuNs(const rt::RedisCluster& cluster) {
+    std::int64_t total = 0;
+    for (std::size_t node = 0; node < rt::RedisCluster::kMasters; ++node) {
+        total += serverCpuNs(cluster.server(node).pid());
+    }
+    return total;
+}
+
+template <class Model>
+void BM_RedisCluster(benchmark::State& state) {
+    ClusterEnv& env = clusterEnv();
+    if (env.cluster == nullptr) {
+        state.SkipWithError(env.error.c_str());
+        return;
+    }
+    static RedisLimiter<Model> lim(allowedLimit<Model>(), *env.storage, {}, limiterOptions("lib"));
+    const auto& keys = keySet(static_cast<std::size_t>(state.range(0)));
+    std::size_t i = startIndex(state, keys.size());
+    std::int64_t failed = 0;
+    const bool first = state.thread_index() == 0;
+    const std::vector<double> before =
+        first ? scriptsPerMaster(*env.cluster) : std::vector<double>{};
+    const std::int64_t cpuBefore = first ? mastersCpuNs(*env.cluster) : 0;
+    for (auto _ : state) {
+        const ratelimit::Decision d = lim.tryAcquire(keys[i]);
+        failed += (!d.allowed || d.degraded) ? 1 : 0;
+        benchmark::DoNotOptimize(d);
+        if (++i == keys.size()) {
+            i = 0;
+        }
+    }
+    if (first) {
+        const auto checks = static_cast<double>(state.iterations() * state.threads());
+        state.counters["server_ns"] =
+            static_cast<double>(mastersCpuNs(*env.cluster) - cpuBefore) / checks;
+        const std::vector<double> after = scriptsPerMaster(*env.cluster);
+        double all = 0;
+        for (std::size_t m = 0; m < after.size(); ++m) {
+            all += after[m] - before[m];
+        }
+        for (std::size_t m = 0; m < after.size(); ++m) {
+            state.counters["on_master_" + std::to_string(m)] =
+                (after[m] - before[m]) / std::max(all, 1.0);
+        }
+    }
+    state.SetItemsProcessed(state.iterations());
+    if (failed != 0) {
+        state.SkipWithError("a check was refused or degraded (store failure)");
+    }
+}
+
 template <class Model>
 void BM_HiredisEvalsha(benchmark::State& state) {
     if (skipWithoutServer(state)) {
@@ -457,6 +559,13 @@ int main(int argc, char** argv) {
     }
 
     registerAlgorithm<ratelimit::TokenBucketModel>("TokenBucket", true);
+    benchmark::RegisterBenchmark("BM_TokenBucket_RedisCluster",
+                                 &BM_RedisCluster<ratelimit::TokenBucketModel>)
+        ->ArgNames({"keys"})
+        ->Arg(10'000)
+        ->Threads(1)
+        ->Threads(8)
+        ->UseRealTime();
     registerAlgorithm<ratelimit::LeakyBucketModel>("LeakyBucket", false);
     registerAlgorithm<ratelimit::FixedWindowModel>("FixedWindow", false);
     registerAlgorithm<ratelimit::SlidingCounterModel>("SlidingCounter", false);

@@ -39,6 +39,9 @@ struct RedisStats {
     }
 };
 
+// NOLINTBEGIN(cppcoreguidelines-avoid-magic-numbers,readability-magic-numbers): defaults, each
+// documented where it is set.
+
 /// A Redis Cluster node to start from (`RedisStorageOptions::cluster`).
 struct RedisNodeAddress {
     std::string host;  ///< TCP host name or address
@@ -47,8 +50,6 @@ struct RedisNodeAddress {
 
 /// Options of a `RedisStorage` (`RedisStorage::Options`). Fields only ever get added at the
 /// end.
-// NOLINTBEGIN(cppcoreguidelines-avoid-magic-numbers,readability-magic-numbers): defaults, each
-// documented where it is set.
 struct RedisStorageOptions {
     std::string host = "127.0.0.1";  ///< TCP host name or address
     int port = 6379;                 ///< TCP port, 1 … 65535

@@ -19,7 +19,7 @@ enum class StoreError {
     kProtocol,        ///< a reply the client could not parse or did not expect
     kAuth,            ///< AUTH or SELECT was refused (wrong password, unknown user or db)
     kOutOfMemory,     ///< the server refused a write at `maxmemory` (refusals still answer)
-    kRedirected,      ///< `MOVED`/`ASK` to a standalone storage, or more than a call follows
+    kRedirected,      ///< `MOVED`/`ASK` to a standalone storage, or one a Cluster call cannot follow
     kReadOnly,        ///< the server is a read-only replica
     kBusy,            ///< the server is busy running another script
     kScript,          ///< the script failed (e.g. `WRONGTYPE` on a foreign key)

@@ -18,6 +18,7 @@
 
 #include "support/catch.hpp"
 #include "support/redis_cluster.hpp"
+#include "support/redis_test_cluster.hpp"
 #include "support/redis_server.hpp"
 
 using namespace std::chrono_literals;

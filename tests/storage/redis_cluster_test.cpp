@@ -23,11 +23,14 @@
 #include <tuple>
 #include <vector>
 
+#include <hiredis/hiredis.h>
+
 #include <ratelimit/redis.hpp>
 
 #include "support/catch.hpp"
 #include "support/limiters.hpp"
 #include "support/redis_storage_support.hpp"
+#include "support/redis_test_cluster.hpp"
 #include "support/worked_scenarios.hpp"
 #include "support/worker_process.hpp"
 
@@ -38,6 +41,7 @@ namespace ratelimit_test {
 namespace {
 
 using ratelimit::RedisNodeAddress;
+using ratelimit::StoreEvent;
 using ratelimit::detail::clusterSlot;
 
 /// Storage options that reach `cluster` through every node, with the test's key prefix.
@@ -72,7 +76,8 @@ TEST_CASE("Redis Cluster: a key's slot is the one the Cluster specification give
         std::string key = "k" + std::to_string(i * 7919);
         key.push_back(static_cast<char>(i % 256));
         if (i % 3 == 0) {
-            key = "p:{" + key + "}:" + std::to_string(i);
+            key = "p:{" + key;
+            key.append("}:").append(std::to_string(i));
         }
         CHECK(clusterSlot(key) == RedisCluster::keySlot(key));
     }
@@ -106,6 +111,121 @@ TEST_CASE("Redis Cluster: MOVED and ASK replies name a slot and a node", "[redis
         INFO(junk);
         CHECK_FALSE(redirectOf(junk, asked));
     }
+}
+
+namespace {
+
+/// RESP pieces, for the replies of CLUSTER SHARDS and CLUSTER SLOTS spelled out by hand.
+std::string bulk(std::string_view text) {
+    return "$" + std::to_string(text.size()) + "\r\n" + std::string(text) + "\r\n";
+}
+std::string integer(long long n) { return ":" + std::to_string(n) + "\r\n"; }
+std::string array(const std::vector<std::string>& items) {
+    std::string out = "*" + std::to_string(items.size()) + "\r\n";
+    for (const std::string& item : items) {
+        out += item;
+    }
+    return out;
+}
+const std::string kNil = "$-1\r\n";
+
+/// `resp` parsed by hiredis's own reader, as the storage receives it.
+ratelimit::detail::ReplyPtr parsed(const std::string& resp) {
+    redisReader* reader = redisReaderCreate();
+    REQUIRE(reader != nullptr);
+    void* reply = nullptr;
+    const bool ok = redisReaderFeed(reader, resp.data(), resp.size()) == REDIS_OK &&
+                    redisReaderGetReply(reader, &reply) == REDIS_OK;
+    redisReaderFree(reader);
+    REQUIRE(ok);
+    REQUIRE(reply != nullptr);
+    return ratelimit::detail::ReplyPtr(static_cast<redisReply*>(reply));
+}
+
+/// One node of a CLUSTER SHARDS shard, as Redis 7 lists it.
+std::string shardNode(std::string_view endpoint, std::string_view ip, long long port,
+                      std::string_view role, std::string_view health) {
+    return array({bulk("id"), bulk("07c37dfeb235213a872192d90877d0cd55635b91"), bulk("port"),
+                  integer(port), bulk("ip"), bulk(ip), bulk("endpoint"), bulk(endpoint),
+                  bulk("role"), bulk(role), bulk("replication-offset"), integer(72156),
+                  bulk("health"), bulk(health)});
+}
+
+std::string shard(const std::vector<long long>& bounds, const std::vector<std::string>& nodes) {
+    std::vector<std::string> slots;
+    for (const long long b : bounds) {
+        slots.push_back(integer(b));
+    }
+    return array({bulk("slots"), array(slots), bulk("nodes"), array(nodes)});
+}
+
+std::string describe(const std::vector<ratelimit::detail::SlotRange>& ranges) {
+    std::string out;
+    for (const auto& r : ranges) {
+        out += std::to_string(r.first) + "-" + std::to_string(r.last) + "@" + r.host + ":" +
+               std::to_string(r.port) + " ";
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("Redis Cluster: the slot map is read from CLUSTER SHARDS and CLUSTER SLOTS replies",
+          "[redis][cluster]") {
+    using ratelimit::detail::shardsRanges;
+    using ratelimit::detail::slotsRanges;
+    const ratelimit::RedisStorage::Options o;
+    ratelimit::detail::RedisPoolCounters counters;
+    const ratelimit::detail::RedisNode asked(o, "seed.example", 7000, counters);
+
+    // Redis 7.0: one shard per master; its replica listed beside it; two ranges in one shard.
+    const auto two = parsed(
+        array({shard({0, 5460, 10923, 10930},
+                     {shardNode("10.0.0.1", "10.0.0.1", 7001, "master", "online"),
+                      shardNode("10.0.0.4", "10.0.0.4", 7004, "replica", "online")}),
+               shard({5461, 10922}, {shardNode("10.0.0.5", "10.0.0.5", 7005, "replica", "online"),
+                                     shardNode("?", "10.0.0.2", 7002, "master", "online")})}));
+    CHECK(describe(shardsRanges(*two, asked)) ==
+          "0-5460@10.0.0.1:7001 10923-10930@10.0.0.1:7001 5461-10922@10.0.0.2:7002 ");
+
+    // A failed master stays listed beside the replica promoted in its place, before or after it.
+    for (const bool failedFirst : {true, false}) {
+        const std::string failed = shardNode("10.0.0.1", "10.0.0.1", 7001, "master", "failed");
+        const std::string promoted = shardNode("10.0.0.4", "10.0.0.4", 7004, "master", "online");
+        const auto r = parsed(array({shard({0, 99}, failedFirst ? std::vector{failed, promoted}
+                                                                : std::vector{promoted, failed})}));
+        INFO("failed master listed first: " << failedFirst);
+        CHECK(describe(shardsRanges(*r, asked)) == "0-99@10.0.0.4:7004 ");
+    }
+
+    // No address known: the node asked; no master at all, or one without a port: left out.
+    const auto unknown = parsed(array(
+        {shard({0, 9}, {shardNode("", "", 7001, "master", "online")}),
+         shard({10, 19}, {shardNode("10.0.0.5", "10.0.0.5", 7005, "replica", "online")}),
+         shard({20, 29}, {array({bulk("ip"), bulk("10.0.0.6"), bulk("role"), bulk("master")})})}));
+    CHECK(describe(shardsRanges(*unknown, asked)) == "0-9@seed.example:7001 ");
+
+    // Another shape is no map at all.
+    CHECK(shardsRanges(*parsed(array({array({bulk("slots"), integer(3)})})), asked).empty());
+    CHECK(shardsRanges(*parsed(shard({0, 16384}, {})), asked).empty());
+    CHECK(shardsRanges(*parsed(bulk("OK")), asked).empty());
+
+    // Redis 6: CLUSTER SLOTS, the master first; an empty or nil address is the node asked's,
+    // an unknown one ("?") leaves its range out.
+    const auto slots = parsed(array(
+        {array({integer(0), integer(5460), array({bulk("10.0.0.1"), integer(7001), bulk("id")}),
+                array({bulk("10.0.0.4"), integer(7004), bulk("id")})}),
+         array({integer(5461), integer(10922), array({bulk(""), integer(7002), bulk("id")})}),
+         array({integer(10923), integer(16000), array({kNil, integer(7003), bulk("id")})}),
+         array({integer(16001), integer(16383), array({bulk("?"), integer(7009), bulk("id")})})}));
+    CHECK(describe(slotsRanges(*slots, asked)) ==
+          "0-5460@10.0.0.1:7001 5461-10922@seed.example:7002 10923-16000@seed.example:7003 ");
+    CHECK(slotsRanges(
+              *parsed(array({array({integer(0), integer(16384), array({bulk("h"), integer(1)})})})),
+              asked)
+              .empty());
+    CHECK(slotsRanges(*parsed(array({array({integer(0), integer(9), array({bulk("h")})})})), asked)
+              .empty());
 }
 
 TEST_CASE("RedisStorage::Options: a cluster's options are checked at construction",
@@ -247,18 +367,20 @@ TEMPLATE_TEST_CASE(
     "RedisStorage on a Cluster: 8 threads in each of 4 processes admit the limit "
     "exactly",
     "[redis][cluster][concurrency]", RATELIMIT_TEST_MODELS) {
-    REQUIRE(std::string_view(kWorker).size() > 0);
+    REQUIRE_FALSE(std::string_view(kWorker).empty());
     const auto cluster = startCluster();
     if (!cluster) {
         return;
     }
     std::string seeds = "cluster:";
     for (const auto& [host, port] : cluster->seeds()) {
-        seeds += (seeds.size() > 8 ? "," : "") + host + ":" + std::to_string(port);
+        seeds.append(seeds.back() == ':' ? "" : ",").append(host).append(":");
+        seeds.append(std::to_string(port));
     }
     const Limit limit = Limit::perMinute(40).withBurst(27);
     const std::string key = "shared key {with} braces";
     std::vector<std::unique_ptr<WorkerProcess>> workers;
+    workers.reserve(4);
     for (int i = 0; i < 4; ++i) {
         workers.push_back(std::make_unique<WorkerProcess>(
             std::vector<std::string>{kWorker, seeds, "rl-cluster", "contended",
@@ -308,6 +430,7 @@ TEST_CASE("RedisStorage on a Cluster: a slot migrated under traffic loses and do
     std::atomic<std::int64_t> admitted{0};
     std::atomic<std::int64_t> failed{0};
     std::vector<std::thread> traffic;
+    traffic.reserve(4);
     for (int t = 0; t < 4; ++t) {
         traffic.emplace_back([&] {
             while (!stop.load()) {
@@ -354,7 +477,7 @@ TEST_CASE(
     using Model = ratelimit::TokenBucketModel;
     const std::string prefix = "rl-failover";
     auto options = clusterOptions(*cluster, prefix);
-    options.timeout = 300ms;
+    options.timeout = 1000ms;  // generous: six servers elect a master on two loaded cores
     options.breakerBackoff = 20ms;
     options.breakerMaxBackoff = 100ms;
     const RedisStorage storage(options);
@@ -367,6 +490,9 @@ TEST_CASE(
     REQUIRE_FALSE(limiter.tryAcquire(lost).degraded);
     REQUIRE_FALSE(limiter.tryAcquire(kept).degraded);
 
+    // A node that takes connections but never answers (a replica of another master) must not
+    // hold up the map reads that find the promoted replica.
+    cluster->server(4).pause();
     cluster->kill(0);
     bool refused = false;
     bool servedAgain = false;
@@ -387,10 +513,51 @@ TEST_CASE(
     CHECK(refused);
     CHECK(servedAgain);
     CHECK(slowest < options.timeout + 500ms);  // nothing hangs past its deadline
+    cluster->server(4).resume();
     const std::size_t promoted = cluster->waitForFailover(
         RedisCluster::keySlot(redisKeyOf<Model>(prefix, "failover", lost)), 30s);
     CHECK(promoted == 3);  // node 0's replica
     CHECK_FALSE(limiter.tryAcquire(lost).degraded);
+}
+
+TEST_CASE(
+    "RedisStorage: a standalone storage pointed at a Cluster node fails a MOVED as "
+    "kRedirected, heard as failing",
+    "[redis][cluster]") {
+    const auto cluster = startCluster();
+    if (!cluster) {
+        return;
+    }
+    using Model = ratelimit::TokenBucketModel;
+    std::vector<StoreEvent> events;
+    ratelimit::RedisStorage::Options options;
+    options.host = "127.0.0.1";
+    options.port = cluster->port(0);
+    options.keyPrefix = "rl-standalone";
+    options.timeout = 5000ms;
+    options.onEvent = [&events](const StoreEvent& e) { events.push_back(e); };
+    const RedisStorage storage(options);
+    const ManualClock clock;
+    RedisLimiter<Model> limiter(Limit::perMinute(10), storage, clock, limiterOptions("moved"));
+    const std::string local = keyOn<Model>(*cluster, 0, "rl-standalone", "moved");
+    const std::string elsewhere = keyOn<Model>(*cluster, 1, "rl-standalone", "moved");
+    CHECK(limiter.tryAcquire(local).allowed);
+    try {
+        (void)limiter.tryAcquire(elsewhere);
+        FAIL("a MOVED reply passed for a decision");
+    } catch (const StoreException& e) {
+        CHECK(e.code() == StoreError::kRedirected);
+        CHECK_THAT(e.what(), Catch::Matchers::Contains("MOVED"));
+    }
+    REQUIRE(events.size() == 1);
+    CHECK(events[0].health == StoreEvent::Health::kFailing);
+    CHECK(events[0].error == StoreError::kRedirected);
+    const ratelimit::RedisStats stats = storage.stats();
+    CHECK(stats.movedFollowed == 0);
+    CHECK(stats.failuresOf(StoreError::kRedirected) == 1);
+    CHECK(stats.shortCircuited ==
+          0);  // a redirect is the server's answer: the breaker stays closed
+    CHECK(limiter.tryAcquire(local).allowed);
 }
 
 }  // namespace ratelimit_test

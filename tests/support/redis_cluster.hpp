@@ -4,7 +4,7 @@
 // (tests/support/redis_server.hpp) on loopback TCP, each in its own temporary directory, killed
 // and cleaned up by the destructor.
 //
-//   const auto cluster = ratelimit_test::startCluster();  // null: no redis-server, skipped
+//   const auto cluster = ratelimit_test::startCluster();  // redis_test_cluster.hpp; null: skipped
 //   if (!cluster) {
 //       return;
 //   }
@@ -41,7 +41,6 @@
 
 #include <hiredis/hiredis.h>
 
-#include "support/catch.hpp"
 #include "support/redis_server.hpp"
 
 namespace ratelimit_test {
@@ -744,22 +743,5 @@ private:
     std::vector<RedisContextPtr> connections_;
     std::vector<std::string> ids_;
 };
-
-/// The started cluster, or null after marking the running test skipped (no redis-server; with
-/// CI=true that throws instead).
-inline std::unique_ptr<RedisCluster> startCluster(RedisCluster::Options options = {}) {
-    try {
-        return std::make_unique<RedisCluster>(std::move(options));
-    } catch (const RedisUnavailable& e) {
-#ifdef SKIP
-        SKIP(e.what());
-#else
-        // Catch2 v2 has no SKIP: warn, and count an assertion so --warn NoAssertions passes.
-        WARN(std::string("skipped: ") + e.what());
-        SUCCEED("skipped");
-#endif
-        return nullptr;
-    }
-}
 
 }  // namespace ratelimit_test

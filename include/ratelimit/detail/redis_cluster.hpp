@@ -109,12 +109,14 @@ struct RedisRedirect {
 /// The redirect `text` (an error reply) names, if it is one; an empty host is `asked`'s (a
 /// node that does not know its own address answers so).
 inline std::optional<RedisRedirect> redirectOf(std::string_view text, const RedisNode& asked) {
+    constexpr std::string_view kMoved = "MOVED ";
+    constexpr std::string_view kAsk = "ASK ";
     RedisRedirect r;
-    if (text.starts_with("MOVED ")) {
+    if (text.starts_with(kMoved)) {
         r.moved = true;
-        text.remove_prefix(6);
-    } else if (text.starts_with("ASK ")) {
-        text.remove_prefix(4);
+        text.remove_prefix(kMoved.size());
+    } else if (text.starts_with(kAsk)) {
+        text.remove_prefix(kAsk.size());
     } else {
         return std::nullopt;
     }
@@ -165,66 +167,61 @@ inline bool slotOf(const redisReply* r, std::uint16_t& slot) noexcept {
     return true;
 }
 
+/// The value of `name` in `pairs`, a flat array of names and values; null when absent.
+inline const redisReply* valueOf(const redisReply& pairs, std::string_view name) noexcept {
+    if (pairs.type != REDIS_REPLY_ARRAY) {
+        return nullptr;
+    }
+    for (std::size_t i = 0; i + 1 < pairs.elements; i += 2) {
+        if (textOf(pairs.element[i]) == name) {
+            return pairs.element[i + 1];
+        }
+    }
+    return nullptr;
+}
+
+/// A shard's master in a `CLUSTER SHARDS` reply's `nodes`: one that is online, else any (a
+/// failed master stays listed beside the replica promoted in its place); port 0 when the shard
+/// lists none. `asked` fills in an unknown address.
+inline SlotRange shardMaster(const redisReply& nodes, const RedisNode& asked) {
+    SlotRange master;
+    bool online = false;
+    for (std::size_t n = 0; n < nodes.elements; ++n) {
+        const redisReply& node = *nodes.element[n];
+        const redisReply* port = valueOf(node, "port");
+        if (textOf(valueOf(node, "role")) != "master" || port == nullptr ||
+            port->type != REDIS_REPLY_INTEGER || (online && master.port != 0)) {
+            continue;
+        }
+        std::string_view host = textOf(valueOf(node, "endpoint"));
+        if (host.empty() || host == "?") {
+            host = textOf(valueOf(node, "ip"));
+        }
+        master.host = host.empty() ? asked.endpoint.host() : std::string(host);
+        master.port = static_cast<int>(port->integer);
+        online = textOf(valueOf(node, "health")) == "online";
+    }
+    return master;
+}
+
 /// The masters' slot ranges in a `CLUSTER SHARDS` reply (Redis 7): per shard `slots` (pairs of
 /// bounds) and `nodes` (each a flat list of names and values: `endpoint`, `ip`, `port`,
-/// `role`, ...). Empty when the reply has another shape. `asked` fills in an unknown address.
+/// `role`, `health`, ...). Empty when the reply has another shape.
 inline std::vector<SlotRange> shardsRanges(const redisReply& reply, const RedisNode& asked) {
     std::vector<SlotRange> out;
     if (reply.type != REDIS_REPLY_ARRAY) {
         return out;
     }
     for (std::size_t s = 0; s < reply.elements; ++s) {
-        const redisReply* shard = reply.element[s];
-        const redisReply* slots = nullptr;
-        const redisReply* nodes = nullptr;
-        for (std::size_t i = 0; shard->type == REDIS_REPLY_ARRAY && i + 1 < shard->elements;
-             i += 2) {
-            const std::string_view name = textOf(shard->element[i]);
-            if (name == "slots") {
-                slots = shard->element[i + 1];
-            } else if (name == "nodes") {
-                nodes = shard->element[i + 1];
-            }
-        }
+        const redisReply* slots = valueOf(*reply.element[s], "slots");
+        const redisReply* nodes = valueOf(*reply.element[s], "nodes");
         if (slots == nullptr || nodes == nullptr || slots->type != REDIS_REPLY_ARRAY ||
             nodes->type != REDIS_REPLY_ARRAY) {
             return {};
         }
-        SlotRange master;
-        bool masterOnline = false;
-        for (std::size_t n = 0; n < nodes->elements; ++n) {
-            const redisReply* node = nodes->element[n];
-            SlotRange candidate;
-            std::string_view endpoint;
-            std::string_view ip;
-            bool isMaster = false;
-            bool online = false;
-            for (std::size_t i = 0; node->type == REDIS_REPLY_ARRAY && i + 1 < node->elements;
-                 i += 2) {
-                const std::string_view name = textOf(node->element[i]);
-                const redisReply* value = node->element[i + 1];
-                if (name == "endpoint") {
-                    endpoint = textOf(value);
-                } else if (name == "ip") {
-                    ip = textOf(value);
-                } else if (name == "port" && value->type == REDIS_REPLY_INTEGER) {
-                    candidate.port = static_cast<int>(value->integer);
-                } else if (name == "role") {
-                    isMaster = textOf(value) == "master";
-                } else if (name == "health") {
-                    online = textOf(value) == "online";
-                }
-            }
-            // A failed master stays listed beside the replica promoted in its place.
-            if (isMaster && (online || !masterOnline)) {
-                const std::string_view host = endpoint.empty() || endpoint == "?" ? ip : endpoint;
-                candidate.host = host.empty() ? asked.endpoint.host() : std::string(host);
-                master = std::move(candidate);
-                masterOnline = online;
-            }
-        }
+        const SlotRange master = shardMaster(*nodes, asked);
         if (master.port == 0) {
-            continue;  // a shard with no master (all of it failed): its slots keep their node
+            continue;  // no master: its slots keep their node
         }
         for (std::size_t i = 0; i + 1 < slots->elements; i += 2) {
             SlotRange range = master;
@@ -239,7 +236,8 @@ inline std::vector<SlotRange> shardsRanges(const redisReply& reply, const RedisN
 }
 
 /// The masters' slot ranges in a `CLUSTER SLOTS` reply (Redis 6): per range its bounds, then
-/// its master's address, then its replicas'. Empty when the reply has another shape.
+/// its master's address (empty or nil: `asked`'s; `?`: not known yet, the range is left out),
+/// then its replicas'. Empty when the reply has another shape.
 inline std::vector<SlotRange> slotsRanges(const redisReply& reply, const RedisNode& asked) {
     std::vector<SlotRange> out;
     if (reply.type != REDIS_REPLY_ARRAY) {
@@ -259,7 +257,10 @@ inline std::vector<SlotRange> slotsRanges(const redisReply& reply, const RedisNo
             return {};
         }
         const std::string_view host = textOf(master->element[0]);
-        range.host = host.empty() || host == "?" ? asked.endpoint.host() : std::string(host);
+        if (host == "?") {
+            continue;  // a master whose address is not known yet: its slots keep their node
+        }
+        range.host = host.empty() ? asked.endpoint.host() : std::string(host);
         range.port = static_cast<int>(master->element[1]->integer);
         out.push_back(std::move(range));
     }
@@ -267,11 +268,11 @@ inline std::vector<SlotRange> slotsRanges(const redisReply& reply, const RedisNo
 }
 
 /// A Redis Cluster as one process sees it: its nodes (each with its own connections and
-/// breaker) and the slot map, read from any node at the first call and again, at most once
-/// per `clusterRefreshInterval`, after a `MOVED` or a node's failure. Until the first read,
-/// every slot goes to the first seed, whose `MOVED` replies are followed. A `MOVED` moves its
-/// slot at once, before the map is read again; an `ASK` leaves the map as it is. Replicas are
-/// never used: a check writes.
+/// breaker) and the slot map, read from the nodes at the first call, and again, at most once per
+/// `clusterRefreshInterval`, after a `MOVED` (once the call is answered) or a node's failure.
+/// Until the first read, every slot goes to the first seed, whose `MOVED` replies are followed.
+/// A `MOVED` moves its slot at once; an `ASK` leaves the map as it is. Replicas are never used:
+/// a check writes. Nodes are never forgotten (at most `kMaxNodes` over the process's life).
 /// Thread safety: thread-safe. Routing reads two atomics; the map is read by one caller at
 /// a time while the others route by the map as it is.
 class RedisCluster {
@@ -300,9 +301,9 @@ public:
     }
 
     /// The node a `MOVED` or `ASK` reply of `asked` names, the map updated for `MOVED` (and
-    /// read again when due); nullopt when the reply is no redirect or names one node too many.
-    std::optional<RedisRoute> redirect(std::string_view reply, const RedisNode& asked,
-                                       Deadline deadline) {
+    /// read again after the call, `afterCall`); nullopt when the reply is no redirect or names
+    /// one node too many.
+    std::optional<RedisRoute> redirect(std::string_view reply, const RedisNode& asked) {
         std::optional<RedisRedirect> r = redirectOf(reply, asked);
         if (!r) {
             return std::nullopt;
@@ -318,17 +319,29 @@ public:
         }
         if (r->moved) {
             slots_[r->slot].store(index, std::memory_order_release);
-            refresh(deadline);
+            stale_.store(true, std::memory_order_release);
         }
         return RedisRoute{nodes_[index].load(std::memory_order_acquire), !r->moved};
     }
 
+    /// After a call was answered: the map is read again when a `MOVED` said it changed and a
+    /// read is due, within what is left of the call's deadline.
+    void afterCall(Deadline deadline) {
+        if (stale_.load(std::memory_order_acquire)) {
+            refresh(deadline);
+        }
+    }
+
     /// After a node failed or its breaker answered: the map is read again when due, so that a
     /// replica promoted in its place takes its slots.
-    void nodeFailed(Deadline deadline) { refresh(deadline); }
+    void nodeFailed(Deadline deadline) {
+        stale_.store(true, std::memory_order_release);
+        refresh(deadline);
+    }
 
 private:
     /// Reads the map if no read is under way and the last ended `clusterRefreshInterval` ago.
+    /// A read that found no time to ask any node leaves the next caller to try.
     void refresh(Deadline deadline) {
         const std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
         if (now < nextRead_.load(std::memory_order_acquire)) {
@@ -341,45 +354,55 @@ private:
             reading_.store(false, std::memory_order_release);
             return;  // one ended in between
         }
+        bool asked = false;
         try {
-            read(deadline);
+            asked = read(deadline);
         } catch (...) {  // std::bad_alloc: the next due caller reads it again
-            endRead();
+            endRead(true);
             throw;
         }
-        endRead();
+        endRead(asked);
     }
 
-    /// Lets the next read start once the interval has passed.
-    void endRead() noexcept {
-        const auto next = std::chrono::steady_clock::now() + options_.clusterRefreshInterval;
-        nextRead_.store(next.time_since_epoch().count(), std::memory_order_release);
+    /// Lets another read start: after the interval when this one asked a node, at once when it
+    /// found no time to.
+    void endRead(bool asked) noexcept {
+        if (asked) {
+            const auto next = std::chrono::steady_clock::now() + options_.clusterRefreshInterval;
+            nextRead_.store(next.time_since_epoch().count(), std::memory_order_release);
+        }
         reading_.store(false, std::memory_order_release);
     }
 
-    /// Asks the nodes, those whose breaker is closed first, for the map until one answers
-    /// within the deadline, and routes every slot it lists to its master.
-    void read(Deadline deadline) {
-        std::vector<RedisNode*> asked;
+    /// Asks the nodes whose breaker is closed, each read starting at the next one, for the map
+    /// until one answers, and routes every slot it lists to its master. Each node gets a
+    /// quarter of the storage's timeout at most, so one that does not answer cannot hold the
+    /// read past it, and the read stops when the call's deadline leaves no such share. False
+    /// when no node was asked.
+    bool read(Deadline deadline) {
         const std::size_t known = count_.load(std::memory_order_acquire);
-        for (const bool open : {false, true}) {
-            for (std::size_t i = 0; i < known; ++i) {
-                RedisNode* node = nodes_[i].load(std::memory_order_acquire);
-                if (node->breaker.isOpen() == open) {
-                    asked.push_back(node);
-                }
+        const auto share = std::max<std::chrono::steady_clock::duration>(
+            std::chrono::milliseconds{1}, options_.timeout / 4);
+        const std::size_t first = firstAsked_++;
+        bool asked = false;
+        for (std::size_t n = 0; n < known; ++n) {
+            RedisNode& node = *nodes_[(first + n) % known].load(std::memory_order_acquire);
+            const auto now = std::chrono::steady_clock::now();
+            if (deadline - now < share) {
+                break;
             }
-        }
-        for (RedisNode* node : asked) {
-            if (std::chrono::steady_clock::now() >= deadline) {
-                return;
+            if (node.breaker.isOpen()) {
+                continue;  // its calls probe it; a map read would only wait on it
             }
-            std::vector<SlotRange> ranges = rangesFrom(*node, deadline);
+            asked = true;
+            std::vector<SlotRange> ranges = rangesFrom(node, now + share);
             if (!ranges.empty()) {
                 apply(ranges);
-                return;
+                stale_.store(false, std::memory_order_release);
+                break;
             }
         }
+        return asked;
     }
 
     /// The map as `node` sees it: `CLUSTER SHARDS`, or `CLUSTER SLOTS` before Redis 7. Empty
@@ -444,8 +467,10 @@ private:
     std::atomic<std::size_t> count_{0};
     std::array<std::atomic<std::uint16_t>, kClusterSlots> slots_{};  // 0: the first seed
     std::atomic<bool> loaded_{false};
-    std::atomic<bool> reading_{false};
+    std::atomic<bool> stale_{false};         // a MOVED or a failure since the last read
+    std::atomic<bool> reading_{false};       // a caller reads the map; it alone uses firstAsked_
     std::atomic<std::int64_t> nextRead_{0};  // steady-clock count
+    std::size_t firstAsked_ = 0;             // where the next read starts
 };
 
 }  // namespace detail

@@ -324,6 +324,7 @@ struct RedisLink {
 
     /// Where a call goes whose Redis keys share `redisKey`'s slot: the server, or the master
     /// serving that slot.
+    // NOLINTNEXTLINE(readability-make-member-function-const): changes the map it points to
     RedisRoute route(std::string_view redisKey, Deadline deadline) {
         if (!cluster) {
             return {server.get(), false};
@@ -333,13 +334,23 @@ struct RedisLink {
 
     /// Where the `MOVED` or `ASK` reply `text` of `asked` sends the call; nullopt with one
     /// server, which never redirects, or when `text` is no redirect.
-    std::optional<RedisRoute> redirect(std::string_view text, const RedisNode& asked,
-                                       Deadline deadline) {
-        return cluster ? cluster->redirect(text, asked, deadline) : std::nullopt;
+    // NOLINTNEXTLINE(readability-make-member-function-const): changes the map it points to
+    std::optional<RedisRoute> redirect(std::string_view text, const RedisNode& asked) {
+        return cluster ? cluster->redirect(text, asked) : std::nullopt;
+    }
+
+    /// After a call was answered: in a Cluster, the slot map is read again when a `MOVED` said
+    /// it changed and a read is due.
+    // NOLINTNEXTLINE(readability-make-member-function-const): changes the map it points to
+    void afterCall(Deadline deadline) {
+        if (cluster) {
+            cluster->afterCall(deadline);
+        }
     }
 
     /// After `node` failed or its breaker answered a call: in a Cluster, the slot map is read
     /// again when due, so that a promoted replica takes its slots.
+    // NOLINTNEXTLINE(readability-make-member-function-const): changes the map it points to
     void nodeFailed(Deadline deadline) {
         if (cluster) {
             cluster->nodeFailed(deadline);
@@ -658,7 +669,7 @@ public:
                 succeeded(link, node, admission);
                 return;
             }
-            if (const auto next = follow(link, node, status, redirects, deadline)) {
+            if (const auto next = follow(link, node, status, redirects)) {
                 succeeded(link, node, admission);
                 route = *next;
                 continue;
@@ -791,9 +802,10 @@ private:
                 run(node, route.asking, keys, script, deadline, status, each, enforced);
             if (answer) {
                 succeeded(link, node, admission);
+                link.afterCall(deadline);
                 return *answer;
             }
-            if (const auto next = follow(link, node, status, redirects, deadline)) {
+            if (const auto next = follow(link, node, status, redirects)) {
                 succeeded(link, node, admission);  // the node answered
                 route = *next;
                 continue;
@@ -827,12 +839,12 @@ private:
     /// The route of a `MOVED` or `ASK` reply of `node`, counted, while the call may follow
     /// one more; nullopt otherwise, and with one server.
     std::optional<detail::RedisRoute> follow(detail::RedisLink& link, const detail::RedisNode& node,
-                                             const detail::IoStatus& status, std::size_t redirects,
-                                             detail::Deadline deadline) const {
+                                             const detail::IoStatus& status,
+                                             std::size_t redirects) const {
         if (status.error != StoreError::kRedirected || redirects >= kMaxRedirects) {
             return std::nullopt;
         }
-        std::optional<detail::RedisRoute> next = link.redirect(status.message, node, deadline);
+        std::optional<detail::RedisRoute> next = link.redirect(status.message, node);
         if (next) {
             (next->asking ? shared_->askFollowed : shared_->movedFollowed)
                 .fetch_add(1, std::memory_order_relaxed);
