@@ -76,8 +76,7 @@ TEST_CASE("Redis Cluster: a key's slot is the one the Cluster specification give
         std::string key = "k" + std::to_string(i * 7919);
         key.push_back(static_cast<char>(i % 256));
         if (i % 3 == 0) {
-            key = "p:{" + key;
-            key.append("}:").append(std::to_string(i));
+            key.insert(0, "p:{").append("}:").append(std::to_string(i));
         }
         CHECK(clusterSlot(key) == RedisCluster::keySlot(key));
     }
@@ -153,6 +152,7 @@ std::string shardNode(std::string_view endpoint, std::string_view ip, long long 
 
 std::string shard(const std::vector<long long>& bounds, const std::vector<std::string>& nodes) {
     std::vector<std::string> slots;
+    slots.reserve(bounds.size());
     for (const long long b : bounds) {
         slots.push_back(integer(b));
     }
