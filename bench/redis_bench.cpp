@@ -17,6 +17,9 @@
 //     3 masters and 3 replicas on loopback TCP, started at the first such row), reached through
 //     its nodes as seeds. on_master_<i> is the share of the row's scripts master i ran (from its
 //     INFO commandstats), server_ns the three masters' CPU time per check together.
+//   BM_TokenBucket_RedisLeased/keys:1/real_time/threads:T
+//     The hot key through a LeasedLimiter (<ratelimit/leasing.hpp>) of 16 tokens a lease over
+//     the same storage; per_check is the store calls per check (1/16 when every lease is spent).
 //   BM_Baseline_HiredisEvalsha_<Algorithm>/keys:K/real_time/threads:T
 //     The floor: each thread has its own blocking hiredis context and sends, with
 //     redisCommandArgv, the EVALSHA RedisStorage::Table sends (its script, and its arguments
@@ -68,6 +71,7 @@
 #include <hiredis/hiredis.h>
 
 #include <ratelimit/detail/redis_script.hpp>
+#include <ratelimit/leasing.hpp>
 #include <ratelimit/limit.hpp>
 #include <ratelimit/limiter.hpp>
 #include <ratelimit/redis.hpp>
@@ -383,6 +387,35 @@ void BM_Redis(benchmark::State& state) {
     }
 }
 
+template <class Model>
+void BM_RedisLeased(benchmark::State& state) {
+    if (skipWithoutServer(state)) {
+        return;
+    }
+    static ratelimit::LeasedLimiter<RedisLimiter<Model>> leased(
+        RedisLimiter<Model>(allowedLimit<Model>(), *redisEnv().storage, {},
+                            limiterOptions("leased")),
+        ratelimit::LeaseOptions{.tokens = 16});
+    const RedisStorage& storage = *redisEnv().storage;
+    const std::string& key = keySet(1).front();
+    std::int64_t failed = 0;
+    const ratelimit::RedisStats before = storage.stats();
+    for (auto _ : state) {
+        const ratelimit::Decision d = leased.tryAcquire(key);
+        failed += (!d.allowed || d.degraded) ? 1 : 0;
+        benchmark::DoNotOptimize(d);
+    }
+    if (state.thread_index() == 0) {
+        const ratelimit::RedisStats after = storage.stats();
+        state.counters["per_check"] = static_cast<double>(after.requests - before.requests) /
+                                      static_cast<double>(state.iterations() * state.threads());
+    }
+    state.SetItemsProcessed(state.iterations());
+    if (failed != 0) {
+        state.SkipWithError("a check was refused or degraded (store failure)");
+    }
+}
+
 /// The scripts each master has run (`cmdstat_evalsha` and `cmdstat_eval` calls).
 std::vector<double> scriptsPerMaster(rt::RedisCluster& cluster) {
     std::vector<double> calls;
@@ -559,6 +592,13 @@ int main(int argc, char** argv) {
     }
 
     registerAlgorithm<ratelimit::TokenBucketModel>("TokenBucket", true);
+    benchmark::RegisterBenchmark("BM_TokenBucket_RedisLeased",
+                                 &BM_RedisLeased<ratelimit::TokenBucketModel>)
+        ->ArgNames({"keys"})
+        ->Arg(1)
+        ->Threads(1)
+        ->Threads(8)
+        ->UseRealTime();
     benchmark::RegisterBenchmark("BM_TokenBucket_RedisCluster",
                                  &BM_RedisCluster<ratelimit::TokenBucketModel>)
         ->ArgNames({"keys"})

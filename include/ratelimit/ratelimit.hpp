@@ -23,6 +23,7 @@
 #include <ratelimit/http/route_limiter.hpp>
 #include <ratelimit/http/routes.hpp>
 #include <ratelimit/key_checks.hpp>
+#include <ratelimit/leasing.hpp>
 #include <ratelimit/limit.hpp>
 #include <ratelimit/limiter.hpp>
 #include <ratelimit/memory_options.hpp>
