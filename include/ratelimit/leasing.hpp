@@ -6,16 +6,22 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
+#include <ratelimit/algorithms/leaky_bucket.hpp>
 #include <ratelimit/algorithms/model.hpp>
+#include <ratelimit/algorithms/token_bucket.hpp>
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/throw.hpp>
 
@@ -41,19 +47,19 @@ struct LeaseOptions {
 };
 // NOLINTEND(cppcoreguidelines-avoid-magic-numbers,readability-magic-numbers)
 
-/// A bucket limiter (token or leaky bucket, over any storage; meant for Redis) whose hot keys
+/// A bucket limiter (a token or leaky bucket, over any storage; meant for Redis) whose hot keys
 /// are answered from local leases: a request the key's lease cannot cover takes `tokens` at once
 /// from the store, its own cost among them, and the following requests spend the rest here,
 /// without a round trip, until they run out or the lease's `lifetime` passes. Then what is left
-/// goes back to the store (a refund) and the next request takes a new lease.
+/// goes back to the store (a refund) and the next request takes a new lease. One thread of a
+/// host takes a key's lease at a time; the others wait for it (one store call's time).
 ///
 /// Exactness: leased tokens are spent in the store when they are taken, so the store never
 /// admits more than its bucket allows. What a lease changes is when they are spent: a host
 /// spending leased tokens after the bucket refilled admits beyond what the exact bucket would,
-/// by at most the tokens it holds unspent, so across hosts by at most `hosts × (tokens − 1)`,
-/// and within a lease's `lifetime`. With `tokens == 1` nothing is leased and the decisions are
-/// the limiter's own. Leases do not survive the host: a host that dies has spent its leased
-/// tokens, which the bucket refills as it refills any.
+/// by at most the tokens its one lease holds unspent, so across hosts by at most
+/// `hosts × (tokens − 1)`, and within a lease's `lifetime`. With `tokens == 1` nothing is leased
+/// and the decisions are the limiter's own.
 ///
 /// A request the lease covers is answered here: allowed, with `remaining` the store's as of the
 /// lease plus the lease's unspent tokens, and the store's `resetAfter` as of the lease. The
@@ -61,71 +67,120 @@ struct LeaseOptions {
 /// requests answered here. When the store's last answer left too few tokens for a lease, the
 /// request goes to the store for its own cost alone, as without leasing.
 ///
-/// Thread safety: thread-safe; the leases are guarded by one mutex, held for no I/O.
+/// Thread safety: thread-safe; the leases are guarded by one mutex, held for no I/O. A thread
+/// waits for a take only while another thread's store call for that key is under way.
 template <class L>
 class LeasedLimiter {
 public:
     using Model = typename L::ModelType;
-    static_assert(Model::kBucket && RefundableModel<Model>,
-                  "ratelimit: leases are for the buckets (TokenBucket, LeakyBucket): a window's "
-                  "tokens do not come back as time passes");
+    static_assert(std::is_same_v<Model, TokenBucketModel> ||
+                      std::is_same_v<Model, LeakyBucketModel>,
+                  "ratelimit: leases are for a plain TokenBucket or LeakyBucket: a window's tokens "
+                  "do not come back as time passes, and a penalty would count a lease refused "
+                  "as a strike");
+
+    /// Costs above this go to the store as they are.
+    static constexpr std::int64_t kMaxTokens = std::int64_t{1} << 20;
 
     /// Wraps `limiter` (a copy shares its storage). Throws: `std::invalid_argument` naming an
-    /// option outside its range. Does no I/O.
+    /// option outside its range, or a dry-run limiter (whose leases would spend nothing). Does
+    /// no I/O.
     explicit LeasedLimiter(L limiter, LeaseOptions options = {})
-        : limiter_(std::move(limiter)), options_(checked(std::move(options))) {}
+        : limiter_(std::move(limiter)), options_(checked(std::move(options))) {
+        if (limiter_.options().dryRun) {
+            detail::throwInvalidArgument(
+                "LimiterOptions.dryRun must be false under a LeasedLimiter: a dry run's leases "
+                "would spend nothing");
+        }
+    }
 
     /// `L::tryAcquire`, from the key's lease when it covers `cost`.
     /// Throws: as `L::tryAcquire`.
     Decision tryAcquire(std::string_view key, std::int64_t cost = 1) {
-        if (cost <= 0 || options_.tokens == 1) {
+        if (cost <= 0 || cost > kMaxTokens || options_.tokens == 1) {
             return limiter_.tryAcquire(key, cost);
         }
         std::int64_t unspent = 0;
-        bool leaseWorthTaking = true;
-        {
-            const std::lock_guard<std::mutex> lock(mutex_);
-            const auto found = leases_.find(key);
-            if (found != leases_.end()) {
-                Lease& lease = found->second;
-                if (now() < lease.expires && lease.tokens >= cost) {
-                    lease.tokens -= cost;
-                    return fromLease(lease);
+        bool renew = false;
+        std::unique_lock<std::mutex> lock(mutex_);
+        for (;;) {
+            auto found = leases_.find(key);
+            if (found == leases_.end()) {
+                if (!roomForOneMore()) {
+                    lock.unlock();
+                    return limiter_.tryAcquire(key, cost);
                 }
-                unspent = lease.tokens;
-                leaseWorthTaking = lease.storeRemaining >= cost + options_.tokens - 1;
-                leases_.erase(found);
+                found = leases_.emplace(std::string(key), Lease{}).first;
             }
+            Lease& lease = found->second;
+            const bool live = now() < lease.expires;
+            if (live && lease.tokens >= cost) {
+                lease.tokens -= cost;
+                return fromLease(lease);
+            }
+            if (lease.taking) {
+                taken_.wait(lock);  // another thread takes the key's lease: one store call
+                continue;
+            }
+            renew = !lease.storeKnown || lease.storeRemaining >= cost + options_.tokens - 1;
+            if (renew || !live) {
+                unspent = std::exchange(lease.tokens, 0);  // back to the store
+            }
+            lease.taking = renew;
+            break;
         }
+        lock.unlock();
         if (unspent > 0) {
-            (void)limiter_.refund(key, unspent);
+            refundQuietly(key, unspent);
         }
-        return leaseWorthTaking ? take(key, cost) : remembered(key, limiter_.tryAcquire(key, cost));
+        if (!renew) {
+            return remembered(key, limiter_.tryAcquire(key, cost));
+        }
+        try {
+            return take(key, cost);
+        } catch (...) {
+            settle(key, nullptr);
+            throw;
+        }
     }
 
     /// `L::peek`: the store's view, leases taken by any host already spent.
     Decision peek(std::string_view key, std::int64_t cost = 1) { return limiter_.peek(key, cost); }
 
-    /// Gives this host's lease on `key` back to the store and resets the key there.
+    /// Drops this host's lease on `key` and resets the key in the store.
     void reset(std::string_view key) {
         {
             const std::lock_guard<std::mutex> lock(mutex_);
-            leases_.erase(std::string(key));
+            if (const auto found = leases_.find(key); found != leases_.end()) {
+                found->second.tokens = 0;
+                found->second.storeKnown = false;
+            }
         }
         limiter_.reset(key);
     }
 
-    /// Gives every unspent leased token back to the store. Throws: as `L::refund`.
+    /// Gives every unspent leased token back to the store (at shutdown). Throws: the first
+    /// refund's exception, after every other refund was tried.
     void returnLeases() {
-        std::unordered_map<std::string, Lease, Hash, std::equal_to<>> taken;
+        std::vector<std::pair<std::string, std::int64_t>> unspent;
         {
             const std::lock_guard<std::mutex> lock(mutex_);
-            taken.swap(leases_);
-        }
-        for (const auto& [key, lease] : taken) {
-            if (lease.tokens > 0) {
-                (void)limiter_.refund(key, lease.tokens);
+            for (auto& [key, lease] : leases_) {
+                if (lease.tokens > 0) {
+                    unspent.emplace_back(key, std::exchange(lease.tokens, 0));
+                }
             }
+        }
+        std::exception_ptr first;
+        for (const auto& [key, tokens] : unspent) {
+            try {
+                (void)limiter_.refund(key, tokens);
+            } catch (...) {
+                first = first ? first : std::current_exception();
+            }
+        }
+        if (first) {
+            std::rethrow_exception(first);
         }
     }
 
@@ -135,10 +190,12 @@ public:
 
 private:
     struct Lease {
-        std::int64_t tokens = 0;          // unspent
-        std::int64_t storeRemaining = 0;  // the store's remaining when it was taken
+        std::int64_t tokens = 0;  // unspent
         std::chrono::steady_clock::time_point expires{};
-        Decision taken{};  // the store's answer that took it
+        std::int64_t storeRemaining = 0;  // the store's last answer for the key
+        bool storeKnown = false;
+        bool taking = false;  // a thread is taking a new lease
+        Decision taken{};     // the store's answer that took the lease
     };
 
     struct Hash {
@@ -149,52 +206,69 @@ private:
         }
     };
 
-    /// Takes `tokens` for a request of `cost`, or failing that asks for `cost` alone.
+    /// Takes `tokens` for a request of `cost` (this thread alone takes the key's lease), or,
+    /// when the store cannot spare them, asks for `cost` alone.
     Decision take(std::string_view key, std::int64_t cost) {
         const std::int64_t extra = options_.tokens - 1;
         const Decision d = limiter_.tryAcquire(key, cost + extra);
         if (d.degraded) {
             // No lease out of the failure policy: its answer for the request's own cost (the
             // breaker now open, without I/O; a fallback table keeps the lease's tokens spent).
+            settle(key, nullptr);
             return limiter_.tryAcquire(key, cost);
         }
         if (!d.allowed) {
-            return remembered(key, limiter_.tryAcquire(key, cost));
+            const Decision own = limiter_.tryAcquire(key, cost);
+            settle(key, own.degraded ? nullptr : &own);
+            return own;
         }
-        const std::lock_guard<std::mutex> lock(mutex_);
-        if (leases_.size() >= options_.maxKeys && leases_.find(key) == leases_.end()) {
-            dropExpired();
-        }
-        if (leases_.size() >= options_.maxKeys && leases_.find(key) == leases_.end()) {
-            return d;  // no room: the extra tokens stay spent, as by a host that died
-        }
-        Lease& lease = leases_[std::string(key)];
-        const auto expires = now() + options_.lifetime;
-        // Another thread may have taken one meanwhile: they spend together until the first
-        // of them expires.
-        lease.expires = lease.tokens > 0 ? std::min(lease.expires, expires) : expires;
-        lease.tokens += extra;
-        lease.storeRemaining = d.remaining;
-        lease.taken = d;
-        return fromLease(lease);
+        return settle(key, &d, extra);
     }
 
-    /// `d`, the store's answer to a request for its own cost, remembered as the key's last so
+    /// Ends a take: the store's answer `d` (null: none to keep) and the lease's `tokens`.
+    Decision settle(std::string_view key, const Decision* d, std::int64_t tokens = 0) {
+        const std::lock_guard<std::mutex> lock(mutex_);
+        auto found = leases_.find(key);
+        if (found == leases_.end()) {  // dropped meanwhile (a full table's sweep cannot: taking)
+            found = leases_.emplace(std::string(key), Lease{}).first;
+        }
+        Lease& lease = found->second;
+        lease.taking = false;
+        taken_.notify_all();
+        if (d == nullptr) {
+            return Decision{};
+        }
+        lease.storeRemaining = d->remaining;
+        lease.storeKnown = true;
+        if (tokens > 0) {
+            lease.tokens = tokens;
+            lease.expires = now() + options_.lifetime;
+            lease.taken = *d;
+            return fromLease(lease);
+        }
+        return *d;
+    }
+
+    /// `d`, the store's answer to a request for its own cost, kept as the key's last figure so
     /// that the next request leases only when the store had tokens enough.
     Decision remembered(std::string_view key, const Decision& d) {
-        if (d.degraded) {
-            return d;
-        }
-        const std::lock_guard<std::mutex> lock(mutex_);
-        const auto found = leases_.find(key);
-        if (found != leases_.end()) {
-            found->second.storeRemaining = d.remaining;
-        } else if (leases_.size() < options_.maxKeys) {
-            Lease& lease = leases_[std::string(key)];
-            lease.storeRemaining = d.remaining;
-            lease.expires = now();  // holds no tokens: only the store's figure
+        if (!d.degraded) {
+            const std::lock_guard<std::mutex> lock(mutex_);
+            if (const auto found = leases_.find(key); found != leases_.end()) {
+                found->second.storeRemaining = d.remaining;
+                found->second.storeKnown = true;
+            }
         }
         return d;
+    }
+
+    /// Gives `tokens` back; a refund the store fails leaves them spent, which only refuses
+    /// sooner.
+    void refundQuietly(std::string_view key, std::int64_t tokens) noexcept {
+        try {
+            (void)limiter_.refund(key, tokens);
+        } catch (...) {  // NOLINT(bugprone-empty-catch): documented: the tokens stay spent
+        }
     }
 
     [[nodiscard]] static Decision fromLease(const Lease& lease) noexcept {
@@ -202,13 +276,28 @@ private:
         d.allowed = true;
         d.remaining = lease.storeRemaining + lease.tokens;
         d.retryAfter = std::chrono::nanoseconds{0};
+        d.wouldRefuse = false;
+        d.penaltyStarted = false;
         return d;
     }
 
-    /// Forgets expired leases, their unspent tokens left spent (a full table's rare path).
-    void dropExpired() {
+    /// Whether one more key fits, after dropping the expired leases (their unspent tokens stay
+    /// spent; at most once per `lifetime`, so a table full of live leases costs no scan per call).
+    /// Lock held.
+    bool roomForOneMore() {
+        if (leases_.size() < options_.maxKeys) {
+            return true;
+        }
         const auto t = now();
-        std::erase_if(leases_, [t](const auto& entry) { return entry.second.expires <= t; });
+        if (t < nextSweep_) {
+            return false;
+        }
+        nextSweep_ = t + options_.lifetime;
+        std::erase_if(leases_, [t](const auto& entry) {
+            const Lease& l = entry.second;
+            return !l.taking && l.expires <= t;  // what it left unspent stays spent
+        });
+        return leases_.size() < options_.maxKeys;
     }
 
     [[nodiscard]] std::chrono::steady_clock::time_point now() const {
@@ -216,7 +305,6 @@ private:
     }
 
     static LeaseOptions checked(LeaseOptions o) {
-        constexpr std::int64_t kMaxTokens = std::int64_t{1} << 20;
         constexpr std::size_t kMaxKeys = std::size_t{1} << 20;
         if (o.tokens < 1 || o.tokens > kMaxTokens) {
             detail::throwInvalidArgument("LeaseOptions.tokens must be in 1..2^20 (got {})",
@@ -236,7 +324,9 @@ private:
     L limiter_;
     LeaseOptions options_;
     std::mutex mutex_;
+    std::condition_variable taken_;                                         // a take ended
     std::unordered_map<std::string, Lease, Hash, std::equal_to<>> leases_;  // guarded by mutex_
+    std::chrono::steady_clock::time_point nextSweep_{};                     // guarded by mutex_
 };
 
 }  // namespace v1

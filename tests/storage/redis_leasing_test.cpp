@@ -54,16 +54,17 @@ LeaseOptions leaseOptions(std::int64_t tokens, const ManualClock& clock,
 
 }  // namespace
 
-TEST_CASE("LeasedLimiter: a lease of n tokens makes one store call per n requests",
-          "[redis][leasing]") {
+TEMPLATE_TEST_CASE("LeasedLimiter: a lease of n tokens makes one store call per n requests",
+                   "[redis][leasing]", ratelimit::TokenBucketModel, ratelimit::LeakyBucketModel) {
     const auto server = startServer();
     if (!server) {
         return;
     }
+    using Limiter = RedisLimiter<TestType>;
     const RedisStorage storage(storageOptions(*server, "rl-lease"));
     ManualClock clock;
-    LeasedLimiter<Bucket> leased(
-        Bucket(Limit::perHour(10).withBurst(5000), storage, clock, limiterOptions("calls")),
+    LeasedLimiter<Limiter> leased(
+        Limiter(Limit::perHour(10).withBurst(5000), storage, clock, limiterOptions("calls")),
         leaseOptions(10, clock));
     for (int i = 0; i < 1000; ++i) {
         const Decision d = leased.tryAcquire("hot");
@@ -72,6 +73,11 @@ TEST_CASE("LeasedLimiter: a lease of n tokens makes one store call per n request
     }
     CHECK(storeCalls(storage) == 100);
     CHECK(leased.peek("hot", 0).remaining == 4000);  // every leased token spent in the store
+    // A cost of 3 from a lease of 10 holding 0: a new lease of 12 (its cost and 9 more).
+    CHECK(leased.tryAcquire("hot", 3).remaining == 3997);
+    CHECK(leased.peek("hot", 0).remaining == 3988);
+    CHECK(leased.tryAcquire("hot", 9).allowed);  // from the lease
+    CHECK(storeCalls(storage) == 103);           // the two peeks and the one lease
 }
 
 TEST_CASE("LeasedLimiter: 8 threads on each of 4 hosts admit exactly the bucket at one instant",
@@ -122,10 +128,17 @@ TEST_CASE("LeasedLimiter: 8 threads on each of 4 hosts admit exactly the bucket 
         }
         return n;
     };
-    // 4 × 8 × 40 = 1280 attempts on 500 tokens: exactly the bucket, none over.
-    CHECK(hammer("contended", 40) == kBurst);
+    // 4 × 8 × 40 = 1280 attempts on 500 tokens: none over the bucket, and with the leases
+    // returned, every admission is exactly one token spent in the store.
+    const std::int64_t admitted = hammer("contended", 40);
+    CHECK(admitted <= kBurst);
+    CHECK(admitted >= kBurst - static_cast<std::int64_t>(kHosts) * 15);  // at most a lease each
+    for (const auto& host : hosts) {
+        host->returnLeases();
+    }
+    CHECK(hosts.front()->peek("contended", 0).remaining == kBurst - admitted);
     // 4 × 8 × 12 = 384 attempts within the bucket: all admitted, about one call per lease
-    // (threads of one host that miss its lease together each take one).
+    // (a host's threads wait for the one taking its lease).
     const std::uint64_t before = calls();
     CHECK(hammer("within", 12) == 384);
     const std::uint64_t spent = calls() - before;
@@ -166,6 +179,80 @@ TEST_CASE("LeasedLimiter: across a refill the over-admission reaches hosts x (to
     }
     CHECK(exactAdmitted == 12);                            // 2, then a full bucket of 10
     CHECK(admitted - exactAdmitted == 2 * (kTokens - 1));  // the leases spent after the refill
+}
+
+TEST_CASE("LeasedLimiter: 8 threads of one host hold one lease, so the bound is per host",
+          "[redis][leasing][concurrency]") {
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    constexpr std::size_t kHosts = 2;
+    constexpr std::size_t kThreads = 8;
+    constexpr std::int64_t kTokens = 5;
+    ManualClock clock;
+    const Limit limit = Limit::perSecond(100).withBurst(100);
+    std::vector<std::unique_ptr<RedisStorage>> storages;
+    std::vector<std::unique_ptr<LeasedLimiter<Bucket>>> hosts;
+    for (std::size_t h = 0; h < kHosts; ++h) {
+        storages.push_back(std::make_unique<RedisStorage>(storageOptions(*server, "rl-lease")));
+        hosts.push_back(std::make_unique<LeasedLimiter<Bucket>>(
+            Bucket(limit, *storages.back(), clock, limiterOptions("per-host")),
+            leaseOptions(kTokens, clock)));
+    }
+    std::atomic<std::int64_t> admitted{0};
+    const auto everyThread = [&](int requests) {
+        std::latch start(static_cast<std::ptrdiff_t>(kHosts * kThreads));
+        std::vector<std::thread> threads;
+        threads.reserve(kHosts * kThreads);
+        for (std::size_t h = 0; h < kHosts; ++h) {
+            for (std::size_t t = 0; t < kThreads; ++t) {
+                threads.emplace_back([&, h] {
+                    start.arrive_and_wait();
+                    for (int i = 0; i < requests; ++i) {
+                        admitted += hosts[h]->tryAcquire("k").allowed ? 1 : 0;
+                    }
+                });
+            }
+        }
+        for (std::thread& t : threads) {
+            t.join();
+        }
+    };
+    everyThread(1);  // 16 requests, all within the bucket: each host takes its leases
+    REQUIRE(admitted.load() == 16);
+    clock.advance(1s);  // the bucket full again, whatever the hosts hold unspent
+    everyThread(10);    // 160 more requests
+    Bucket exact(limit, *storages.front(), clock, limiterOptions("per-host"));
+    for (int i = 0; i < 200; ++i) {
+        admitted += exact.tryAcquire("k").allowed ? 1 : 0;
+    }
+    // The exact bucket admits the 16, then a full bucket of 100; each host adds at most what
+    // its one lease held unspent.
+    INFO("admitted " << admitted.load());
+    CHECK(admitted.load() <= 16 + 100 + static_cast<std::int64_t>(kHosts) * (kTokens - 1));
+    CHECK(admitted.load() >= 16 + 100);
+}
+
+TEST_CASE("LeasedLimiter: a key beyond maxKeys goes to the store for its own cost",
+          "[redis][leasing]") {
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    const RedisStorage storage(storageOptions(*server, "rl-lease"));
+    ManualClock clock;
+    LeaseOptions options = leaseOptions(16, clock);
+    options.maxKeys = 1;
+    LeasedLimiter<Bucket> leased(
+        Bucket(Limit::perHour(1).withBurst(40), storage, clock, limiterOptions("full")), options);
+    CHECK(leased.tryAcquire("first").allowed);  // takes the one lease
+    for (int i = 0; i < 10; ++i) {
+        CHECK(leased.tryAcquire("second").allowed);
+    }
+    // No lease spent beside the requests: each one took its own token, no more.
+    CHECK(leased.peek("second", 0).remaining == 30);
+    CHECK(leased.peek("first", 0).remaining == 24);
 }
 
 TEST_CASE("LeasedLimiter: what a lease leaves unspent goes back after its lifetime",
@@ -258,6 +345,16 @@ TEST_CASE("LeaseOptions: out of range, named at construction", "[leasing]") {
     o = {};
     o.maxKeys = 0;
     rejects(o, "LeaseOptions.maxKeys");
+    ratelimit::LimiterOptions dryRun;
+    dryRun.dryRun = true;
+    try {
+        const LeasedLimiter<MemoryLimiter<ratelimit::TokenBucketModel>> l(
+            MemoryLimiter<ratelimit::TokenBucketModel>(Limit::perSecond(1), MemoryStorage{}, clock,
+                                                       dryRun));
+        FAIL("accepted a dry run");
+    } catch (const std::invalid_argument& e) {
+        CHECK_THAT(e.what(), Catch::Matchers::Contains("LimiterOptions.dryRun"));
+    }
 }
 
 }  // namespace ratelimit_test
