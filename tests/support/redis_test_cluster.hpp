@@ -4,29 +4,16 @@
 // when the machine has no redis-server (with CI=true a missing redis-server throws instead).
 
 #include <memory>
-#include <string>
 #include <utility>
 
-#include "support/catch.hpp"
 #include "support/redis_cluster.hpp"
+#include "support/redis_test_server.hpp"
 
 namespace ratelimit_test {
 
-/// The started cluster, or null after marking the running test skipped (no redis-server; with
-/// CI=true that throws instead).
+/// The started cluster, or null after marking the running test skipped.
 inline std::unique_ptr<RedisCluster> startCluster(RedisCluster::Options options = {}) {
-    try {
-        return std::make_unique<RedisCluster>(std::move(options));
-    } catch (const RedisUnavailable& e) {
-#ifdef SKIP
-        SKIP(e.what());
-#else
-        // Catch2 v2 has no SKIP: warn, and count an assertion so --warn NoAssertions passes.
-        WARN(std::string("skipped: ") + e.what());
-        SUCCEED("skipped");
-#endif
-        return nullptr;
-    }
+    return startOrSkip<RedisCluster>(std::move(options));
 }
 
 }  // namespace ratelimit_test

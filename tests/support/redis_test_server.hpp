@@ -12,10 +12,12 @@
 
 namespace ratelimit_test {
 
-/// The started server, or null after marking the running test skipped.
-inline std::unique_ptr<RedisServer> startServer(RedisServer::Options options = {}) {
+/// A started `Fixture` (a `RedisServer`, a `RedisCluster`), or null after marking the running
+/// test skipped when the machine has no redis-server.
+template <class Fixture>
+std::unique_ptr<Fixture> startOrSkip(typename Fixture::Options options) {
     try {
-        return std::make_unique<RedisServer>(std::move(options));
+        return std::make_unique<Fixture>(std::move(options));
     } catch (const RedisUnavailable& e) {
 #ifdef SKIP
         SKIP(e.what());
@@ -26,6 +28,11 @@ inline std::unique_ptr<RedisServer> startServer(RedisServer::Options options = {
 #endif
         return nullptr;
     }
+}
+
+/// The started server, or null after marking the running test skipped.
+inline std::unique_ptr<RedisServer> startServer(RedisServer::Options options = {}) {
+    return startOrSkip<RedisServer>(std::move(options));
 }
 
 }  // namespace ratelimit_test
