@@ -155,7 +155,7 @@ TEST_CASE("RedisCluster: three masters and three replicas serve every slot", "[c
             const RedisReplyPtr r = cluster->run(n, {"CONFIG", "GET", option});
             REQUIRE(r->type == REDIS_REPLY_ARRAY);
             REQUIRE(r->elements == 2);
-            CHECK(std::string_view(r->element[1]->str, r->element[1]->len) == value);
+            CHECK(std::string(r->element[1]->str, r->element[1]->len) == value);
         }
     }
     // The slots at the ranges' edges belong to the masters of the documented layout.
