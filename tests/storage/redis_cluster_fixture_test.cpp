@@ -18,8 +18,8 @@
 
 #include "support/catch.hpp"
 #include "support/redis_cluster.hpp"
-#include "support/redis_test_cluster.hpp"
 #include "support/redis_server.hpp"
+#include "support/redis_test_cluster.hpp"
 
 using namespace std::chrono_literals;
 
