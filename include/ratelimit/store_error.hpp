@@ -19,13 +19,13 @@ enum class StoreError {
     kProtocol,        ///< a reply the client could not parse or did not expect
     kAuth,            ///< AUTH or SELECT was refused (wrong password, unknown user or db)
     kOutOfMemory,     ///< the server refused a write at `maxmemory` (refusals still answer)
-    kRedirected,    ///< `MOVED`/`ASK` to a standalone storage, or one a Cluster call cannot follow
-    kReadOnly,      ///< the server is a read-only replica
-    kBusy,          ///< the server is busy running another script
-    kScript,        ///< the script failed (e.g. `WRONGTYPE` on a foreign key)
-    kCircuitOpen,   ///< not tried: the circuit breaker is open after earlier failures
-    kNoPermission,  ///< the ACL user may not run the script or touch its key (`NOPERM`)
-    kMisconf,       ///< the server refuses writes after a failed save to disk (`MISCONF`)
+    kRedirected,      ///< `MOVED`/`ASK` not followed (standalone, or beyond a Cluster call's)
+    kReadOnly,        ///< the server is a read-only replica
+    kBusy,            ///< the server is busy running another script
+    kScript,          ///< the script failed (e.g. `WRONGTYPE` on a foreign key)
+    kCircuitOpen,     ///< not tried: the circuit breaker is open after earlier failures
+    kNoPermission,    ///< the ACL user may not run the script or touch its key (`NOPERM`)
+    kMisconf,         ///< the server refuses writes after a failed save to disk (`MISCONF`)
     /// A Redis Cluster cannot serve the key's slot now (`CLUSTERDOWN`, or `TRYAGAIN` while the
     /// slot's keys are split by a migration): the script did not run.
     kClusterDown,
