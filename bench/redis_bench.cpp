@@ -350,18 +350,13 @@ std::size_t startIndex(const benchmark::State& state, std::size_t n) {
            static_cast<std::size_t>(state.threads());
 }
 
-template <class Model, bool kPool = false>
-void BM_Redis(benchmark::State& state) {
-    if (skipWithoutServer(state)) {
-        return;
-    }
-    const auto& keys = keySet(static_cast<std::size_t>(state.range(0)));
-    auto& lim = kPool ? poolLimiter<Model>() : limiter<Model>();
-    RedisStorage& storage = kPool ? *redisEnv().pool : *redisEnv().storage;
+/// The timed loop of a limiter's row: `tryAcquire` on `keys` round-robin from the thread's own
+/// offset; returns the checks refused or degraded (a store failure: the limits admit all).
+template <class Limiter>
+std::int64_t checkRoundRobin(benchmark::State& state, Limiter& lim,
+                             const std::vector<std::string>& keys) {
     std::size_t i = startIndex(state, keys.size());
     std::int64_t failed = 0;
-    const ratelimit::RedisStats before = storage.stats();
-    const ServerCpu cpu(state);
     for (auto _ : state) {
         const ratelimit::Decision d = lim.tryAcquire(keys[i]);
         failed += (!d.allowed || d.degraded) ? 1 : 0;
@@ -370,6 +365,20 @@ void BM_Redis(benchmark::State& state) {
             i = 0;
         }
     }
+    return failed;
+}
+
+template <class Model, bool kPool = false>
+void BM_Redis(benchmark::State& state) {
+    if (skipWithoutServer(state)) {
+        return;
+    }
+    const auto& keys = keySet(static_cast<std::size_t>(state.range(0)));
+    auto& lim = kPool ? poolLimiter<Model>() : limiter<Model>();
+    RedisStorage& storage = kPool ? *redisEnv().pool : *redisEnv().storage;
+    const ratelimit::RedisStats before = storage.stats();
+    const ServerCpu cpu(state);
+    const std::int64_t failed = checkRoundRobin(state, lim, keys);
     cpu.report(state);
     if (state.thread_index() == 0) {
         // Requests per write: above 1 when pipelining gathered several callers' requests.
@@ -451,20 +460,11 @@ void BM_RedisCluster(benchmark::State& state) {
     }
     static RedisLimiter<Model> lim(allowedLimit<Model>(), *env.storage, {}, limiterOptions("lib"));
     const auto& keys = keySet(static_cast<std::size_t>(state.range(0)));
-    std::size_t i = startIndex(state, keys.size());
-    std::int64_t failed = 0;
     const bool first = state.thread_index() == 0;
     const std::vector<double> before =
         first ? scriptsPerMaster(*env.cluster) : std::vector<double>{};
     const std::int64_t cpuBefore = first ? mastersCpuNs(*env.cluster) : 0;
-    for (auto _ : state) {
-        const ratelimit::Decision d = lim.tryAcquire(keys[i]);
-        failed += (!d.allowed || d.degraded) ? 1 : 0;
-        benchmark::DoNotOptimize(d);
-        if (++i == keys.size()) {
-            i = 0;
-        }
-    }
+    const std::int64_t failed = checkRoundRobin(state, lim, keys);
     if (first) {
         const auto checks = static_cast<double>(state.iterations() * state.threads());
         state.counters["server_ns"] =
