@@ -12,6 +12,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -38,6 +39,12 @@ struct LeaseOptions {
     /// How long a host answers from a lease after taking it; what it did not use then goes
     /// back to the store. Default 1 s; 1 ms … 1 h.
     std::chrono::milliseconds lifetime{1000};
+    /// Renewal: when a request leaves fewer than this many tokens unspent, its thread takes the
+    /// next lease of `tokens` after answering it, while the host's other threads go on spending
+    /// what is left, so a hot key's threads need not wait for a take. 0 … tokens − 1; 0 takes a
+    /// lease only when one has run out. Default (empty): tokens / 4. It adds to the
+    /// over-admission bound (docs/semantics.md, "Token leases").
+    std::optional<std::int64_t> renewBelow{};
     /// Keys holding a lease at once in this host, 1 … 2^20; a key beyond them goes to the store
     /// for each request until an expired lease makes room. Default 1024.
     std::size_t maxKeys = 1024;
@@ -51,15 +58,17 @@ struct LeaseOptions {
 /// are answered from local leases: a request the key's lease cannot cover takes `tokens` at once
 /// from the store, its own cost among them, and the following requests spend the rest here,
 /// without a round trip, until they run out or the lease's `lifetime` passes. Then what is left
-/// goes back to the store (a refund) and the next request takes a new lease. One thread of a
-/// host takes a key's lease at a time; the others wait for it (one store call's time).
+/// goes back to the store (a refund) and the next request takes a new lease. A request that
+/// leaves fewer than `renewBelow` unspent renews: its thread takes `tokens` more after its own
+/// answer is settled, while the others spend what is left. One thread of a host takes a key's
+/// lease at a time; the others wait for it (one store call's time) only when nothing is left.
 ///
 /// Exactness: leased tokens are spent in the store when they are taken, so the store never
 /// admits more than its bucket allows. What a lease changes is when they are spent: a host
 /// spending leased tokens after the bucket refilled admits beyond what the exact bucket would,
-/// by at most the tokens its one lease holds unspent, so across hosts by at most
-/// `hosts × (tokens − 1)`, and within a lease's `lifetime`. With `tokens == 1` nothing is leased
-/// and the decisions are the limiter's own.
+/// by at most the tokens it holds unspent, `tokens − 1 + renewBelow`, so across hosts by at
+/// most `hosts × (tokens − 1 + renewBelow)` over any span of time. With `tokens == 1` nothing is
+/// leased and the decisions are the limiter's own.
 ///
 /// A request the lease covers is answered here: allowed, with `remaining` the store's as of the
 /// lease plus the lease's unspent tokens, and the store's `resetAfter` as of the lease. The
@@ -101,7 +110,7 @@ public:
             return limiter_.tryAcquire(key, cost);
         }
         std::int64_t unspent = 0;
-        bool renew = false;
+        bool takesLease = false;
         std::unique_lock<std::mutex> lock(mutex_);
         for (;;) {
             auto found = leases_.find(key);
@@ -116,24 +125,30 @@ public:
             const bool live = now() < lease.expires;
             if (live && lease.tokens >= cost) {
                 lease.tokens -= cost;
-                return fromLease(lease);
+                const Decision d = fromLease(lease);
+                if (renewsNow(lease)) {
+                    lease.taking = true;
+                    lock.unlock();
+                    renew(key);
+                }
+                return d;
             }
             if (lease.taking) {
                 taken_.wait(lock);  // another thread takes the key's lease: one store call
                 continue;
             }
-            renew = !lease.storeKnown || lease.storeRemaining >= cost + options_.tokens - 1;
-            if (renew || !live) {
+            takesLease = !lease.storeKnown || lease.storeRemaining >= cost + options_.tokens - 1;
+            if (takesLease || !live) {
                 unspent = std::exchange(lease.tokens, 0);  // back to the store
             }
-            lease.taking = renew;
+            lease.taking = takesLease;
             break;
         }
         lock.unlock();
         if (unspent > 0) {
             refundQuietly(key, unspent);
         }
-        if (!renew) {
+        if (!takesLease) {
             return remembered(key, limiter_.tryAcquire(key, cost));
         }
         try {
@@ -186,6 +201,7 @@ public:
 
     /// The wrapped limiter.
     [[nodiscard]] L& limiter() noexcept { return limiter_; }
+    /// The options, `renewBelow` resolved.
     [[nodiscard]] const LeaseOptions& options() const noexcept { return options_; }
 
 private:
@@ -225,7 +241,28 @@ private:
         return settle(key, &d, extra);
     }
 
-    /// Ends a take: the store's answer `d` (null: none to keep) and the lease's `tokens`.
+    /// Whether a request that just spent from the live `lease` takes the next one: it left fewer
+    /// than `renewBelow`, no thread takes one already, and the store's last answer had room.
+    [[nodiscard]] bool renewsNow(const Lease& lease) const noexcept {
+        return lease.tokens < *options_.renewBelow && !lease.taking &&
+               (!lease.storeKnown || lease.storeRemaining >= options_.tokens);
+    }
+
+    /// Takes `tokens` more for the key's live lease (this thread alone takes it). Its request
+    /// was answered from the lease already, so nothing here fails it: a store that fails or
+    /// refuses adds nothing, and the next request that finds the lease spent asks again.
+    void renew(std::string_view key) noexcept {
+        try {
+            const Decision d = limiter_.tryAcquire(key, options_.tokens);
+            const bool granted = d.allowed && !d.degraded;
+            (void)settle(key, d.degraded ? nullptr : &d, granted ? options_.tokens : 0);
+        } catch (...) {
+            (void)settle(key, nullptr);
+        }
+    }
+
+    /// Ends a take: the store's answer `d` (null: none to keep) and the `tokens` it added to the
+    /// lease.
     Decision settle(std::string_view key, const Decision* d, std::int64_t tokens = 0) {
         const std::lock_guard<std::mutex> lock(mutex_);
         auto found = leases_.find(key);
@@ -241,7 +278,7 @@ private:
         lease.storeRemaining = d->remaining;
         lease.storeKnown = true;
         if (tokens > 0) {
-            lease.tokens = tokens;
+            lease.tokens += tokens;
             lease.expires = now() + options_.lifetime;
             lease.taken = *d;
             return fromLease(lease);
@@ -309,6 +346,12 @@ private:
         if (o.tokens < 1 || o.tokens > kMaxTokens) {
             detail::throwInvalidArgument("LeaseOptions.tokens must be in 1..2^20 (got {})",
                                          {o.tokens});
+        }
+        o.renewBelow = o.renewBelow.value_or(o.tokens / 4);
+        if (*o.renewBelow < 0 || *o.renewBelow >= o.tokens) {
+            detail::throwInvalidArgument(
+                "LeaseOptions.renewBelow must be in 0..tokens-1 (got {}, tokens {})",
+                {*o.renewBelow, o.tokens});
         }
         if (o.lifetime < std::chrono::milliseconds{1} || o.lifetime > std::chrono::hours{1}) {
             detail::throwInvalidArgument("LeaseOptions.lifetime must be in 1ms..1h (got {}ms)",

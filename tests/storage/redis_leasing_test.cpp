@@ -1,17 +1,24 @@
 // Tests of include/ratelimit/leasing.hpp over a real redis-server: a lease of n tokens cuts the
-// store calls n-fold; hosts of 8 threads each admit exactly the bucket at one instant; the
-// over-admission across a refill reaches, and never passes, hosts × (tokens − 1); a lease that
-// outlives its lifetime goes back to the store; tokens = 1 decides as the limiter alone. Each
-// test starts its own redis-server.
+// store calls n-fold, renewals included; hosts of 8 threads each, in one process or in 4
+// processes, admit exactly the bucket at one instant; a renewal under way holds up no other
+// request; the over-admission across a refill reaches, and never passes,
+// hosts × (tokens − 1 + renewBelow); a lease that outlives its lifetime goes back to the store;
+// tokens = 1 decides as the limiter alone. Each test starts its own redis-server.
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <latch>
+#include <limits>
 #include <memory>
+#include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <string>
+#include <sys/wait.h>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 #include <ratelimit/leasing.hpp>
@@ -21,6 +28,7 @@
 #include "support/limiters.hpp"
 #include "support/redis_storage_support.hpp"
 #include "support/redis_test_server.hpp"
+#include "support/worker_process.hpp"
 
 using namespace std::chrono_literals;
 
@@ -40,10 +48,12 @@ using Bucket = RedisLimiter<ratelimit::TokenBucketModel>;
 
 /// Lease options whose lifetimes run on `clock`, the limiters' ManualClock.
 LeaseOptions leaseOptions(std::int64_t tokens, const ManualClock& clock,
-                          std::chrono::milliseconds lifetime = 10s) {
+                          std::chrono::milliseconds lifetime = 10s,
+                          std::optional<std::int64_t> renewBelow = {}) {
     LeaseOptions o;
     o.tokens = tokens;
     o.lifetime = lifetime;
+    o.renewBelow = renewBelow;
     o.clock = [&clock] {
         return std::chrono::steady_clock::time_point(
             std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -57,12 +67,13 @@ LeaseOptions leaseOptions(std::int64_t tokens, const ManualClock& clock,
 class Hosts {
 public:
     Hosts(const RedisServer& server, std::size_t count, const Limit& limit, const std::string& name,
-          std::int64_t tokens, const ManualClock& clock) {
+          std::int64_t tokens, const ManualClock& clock,
+          std::optional<std::int64_t> renewBelow = {}) {
         for (std::size_t h = 0; h < count; ++h) {
             storages_.push_back(std::make_unique<RedisStorage>(storageOptions(server, "rl-lease")));
             leased_.push_back(std::make_unique<LeasedLimiter<Bucket>>(
                 Bucket(limit, *storages_.back(), clock, limiterOptions(name)),
-                leaseOptions(tokens, clock)));
+                leaseOptions(tokens, clock, 10s, renewBelow)));
         }
     }
 
@@ -107,6 +118,49 @@ private:
     std::vector<std::unique_ptr<LeasedLimiter<Bucket>>> leased_;
 };
 
+/// What one leasing worker printed.
+struct WorkerFigures {
+    std::int64_t admitted = 0;
+    std::int64_t firstUs = 0;  ///< its clock before its first request
+    std::int64_t lastUs = 0;   ///< and after its last
+    std::uint64_t calls = 0;   ///< store calls for its requests
+};
+
+/// Four worker processes of 8 threads each, leasing `tokens` at a time from the token bucket
+/// `name` of `limit` on `key`, at the instant `now` (µs, or "system"), `attempts` requests each,
+/// started together; returns what each printed.
+std::vector<WorkerFigures> leasingWorkers(const RedisServer& server, const Limit& limit,
+                                          const std::string& name, const std::string& key,
+                                          const std::string& now, std::int64_t attempts,
+                                          std::int64_t tokens) {
+    REQUIRE(::access(kWorker, X_OK) == 0);
+    const auto periodUs = std::chrono::duration_cast<std::chrono::microseconds>(limit.period);
+    std::vector<std::unique_ptr<WorkerProcess>> workers;
+    for (int i = 0; i < 4; ++i) {
+        workers.push_back(std::make_unique<WorkerProcess>(
+            std::vector<std::string>{kWorker, server.unixSocket(), "rl-lease", name, "token_bucket",
+                                     std::to_string(limit.count), std::to_string(periodUs.count()),
+                                     std::to_string(limit.burst), now, std::to_string(attempts),
+                                     key, "8", std::to_string(tokens)},
+            server.directory() + "/" + name + std::to_string(i)));
+    }
+    for (const auto& w : workers) {
+        w->go();
+    }
+    std::vector<WorkerFigures> figures;
+    for (const auto& w : workers) {
+        const WorkerProcess::Result r = w->wait();
+        INFO("worker stdout: " << r.out << " stderr: " << r.err);
+        REQUIRE(WIFEXITED(r.status));
+        REQUIRE(WEXITSTATUS(r.status) == 0);
+        std::istringstream out(r.out);
+        WorkerFigures f;
+        REQUIRE(out >> f.admitted >> f.firstUs >> f.lastUs >> f.calls);
+        figures.push_back(f);
+    }
+    return figures;
+}
+
 }  // namespace
 
 TEMPLATE_TEST_CASE("LeasedLimiter: a lease of n tokens makes one store call per n requests",
@@ -120,7 +174,7 @@ TEMPLATE_TEST_CASE("LeasedLimiter: a lease of n tokens makes one store call per 
     ManualClock clock;
     LeasedLimiter<Limiter> leased(
         Limiter(Limit::perHour(10).withBurst(5000), storage, clock, limiterOptions("calls")),
-        leaseOptions(10, clock));
+        leaseOptions(10, clock, 10s, 0));  // a new lease only when one runs out
     for (int i = 0; i < 1000; ++i) {
         const Decision d = leased.tryAcquire("hot");
         REQUIRE(d.allowed);
@@ -133,6 +187,86 @@ TEMPLATE_TEST_CASE("LeasedLimiter: a lease of n tokens makes one store call per 
     CHECK(leased.peek("hot", 0).remaining == 3988);
     CHECK(leased.tryAcquire("hot", 9).allowed);  // from the lease
     CHECK(storeCalls(storage) == 103);           // the two peeks and the one lease
+}
+
+TEMPLATE_TEST_CASE(
+    "LeasedLimiter: a request that leaves fewer than renewBelow takes the next lease",
+    "[redis][leasing]", ratelimit::TokenBucketModel, ratelimit::LeakyBucketModel) {
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    using Limiter = RedisLimiter<TestType>;
+    const RedisStorage storage(storageOptions(*server, "rl-lease"));
+    ManualClock clock;
+    LeasedLimiter<Limiter> leased(
+        Limiter(Limit::perHour(10).withBurst(5000), storage, clock, limiterOptions("renew")),
+        leaseOptions(10, clock, 10s, 4));
+    for (int i = 0; i < 1000; ++i) {
+        const Decision d = leased.tryAcquire("hot");
+        REQUIRE(d.allowed);
+        REQUIRE(d.remaining == 5000 - 1 - i);  // the renewed tokens counted once
+    }
+    // The first lease, then a renewal of 10 each time a request left 3: the last after the
+    // 997th request. Still one call per 10 requests, and 10 left unspent.
+    CHECK(storeCalls(storage) == 101);
+    CHECK(leased.peek("hot", 0).remaining == 3990);
+    leased.returnLeases();
+    CHECK(leased.peek("hot", 0).remaining == 4000);
+}
+
+TEST_CASE("LeasedLimiter: renewBelow defaults to a quarter of the lease", "[leasing]") {
+    ManualClock clock;
+    const auto renewBelow = [&](std::int64_t tokens) {
+        LeaseOptions o;
+        o.tokens = tokens;
+        const LeasedLimiter<MemoryLimiter<ratelimit::TokenBucketModel>> l(
+            MemoryLimiter<ratelimit::TokenBucketModel>(Limit::perSecond(1), MemoryStorage{}, clock),
+            o);
+        return l.options().renewBelow.value_or(-1);
+    };
+    CHECK(renewBelow(16) == 4);
+    CHECK(renewBelow(3) == 0);
+    CHECK(renewBelow(1) == 0);
+}
+
+TEST_CASE("LeasedLimiter: a renewal under way holds up none of the host's other requests",
+          "[redis][leasing][concurrency]") {
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    const RedisStorage storage(storageOptions(*server, "rl-lease"));
+    ManualClock clock;
+    LeasedLimiter<Bucket> leased(
+        Bucket(Limit::perHour(1).withBurst(100), storage, clock, limiterOptions("renewing")),
+        leaseOptions(10, clock, 10s, 5));
+    for (int i = 0; i < 5; ++i) {
+        REQUIRE(leased.tryAcquire("k").allowed);  // a lease of 10, 5 left
+    }
+    const std::uint64_t before = storage.stats().requests;
+    server->pause();  // the renewal's call waits until the server runs again
+    std::atomic<bool> renewed{false};
+    std::thread renewing([&] {
+        CHECK(leased.tryAcquire("k").allowed);  // leaves 4: renews
+        renewed = true;
+    });
+    while (storage.stats().requests == before) {
+        std::this_thread::yield();  // until the renewal is sent
+    }
+    for (int i = 0; i < 4; ++i) {
+        const Decision d = leased.tryAcquire("k");
+        CHECK(d.allowed);
+        CHECK_FALSE(d.degraded);
+    }
+    CHECK_FALSE(renewed.load());  // the 4 were answered while the renewal waited
+    server->resume();
+    renewing.join();
+    CHECK(leased.peek("k", 0).remaining == 80);  // the lease and its renewal
+    for (int i = 0; i < 5; ++i) {
+        CHECK(leased.tryAcquire("k").allowed);  // from the renewed 10, leaving 5: no renewal
+    }
+    CHECK(leased.peek("k", 0).remaining == 80);
 }
 
 TEST_CASE("LeasedLimiter: 8 threads on each of 4 hosts admit exactly the bucket at one instant",
@@ -148,7 +282,8 @@ TEST_CASE("LeasedLimiter: 8 threads on each of 4 hosts admit exactly the bucket 
     // returned, every admission is exactly one token spent in the store.
     const std::int64_t admitted = hosts.hammer("contended", 8, 40);
     CHECK(admitted <= kBurst);
-    CHECK(admitted >= kBurst - std::int64_t{60});  // at most 15 leased tokens left in each of 4
+    // At most 15 + 4 (renewBelow) leased tokens left in each of 4 hosts.
+    CHECK(admitted >= kBurst - std::int64_t{4 * (15 + 4)});
     for (std::size_t h = 0; h < hosts.size(); ++h) {
         hosts[h].returnLeases();
     }
@@ -162,8 +297,9 @@ TEST_CASE("LeasedLimiter: 8 threads on each of 4 hosts admit exactly the bucket 
     CHECK(spent <= 384 / 16 + 4 * 8);
 }
 
-TEST_CASE("LeasedLimiter: across a refill the over-admission reaches hosts x (tokens - 1), no more",
-          "[redis][leasing]") {
+TEST_CASE(
+    "LeasedLimiter: without renewals the over-admission reaches hosts x (tokens - 1), no more",
+    "[redis][leasing]") {
     const auto server = startServer();
     if (!server) {
         return;
@@ -173,9 +309,9 @@ TEST_CASE("LeasedLimiter: across a refill the over-admission reaches hosts x (to
     const Limit limit = Limit::perSecond(10).withBurst(10);
     constexpr std::int64_t kTokens = 5;
     LeasedLimiter<Bucket> a(Bucket(limit, storage, clock, limiterOptions("refill")),
-                            leaseOptions(kTokens, clock));
+                            leaseOptions(kTokens, clock, 10s, 0));
     LeasedLimiter<Bucket> b(Bucket(limit, storage, clock, limiterOptions("refill")),
-                            leaseOptions(kTokens, clock));
+                            leaseOptions(kTokens, clock, 10s, 0));
     Bucket exact(limit, storage, clock, limiterOptions("refill"));
     // The same requests on a bucket of the test's own, for what the exact bucket admits.
     Bucket reference(limit, storage, clock, limiterOptions("refill-reference"));
@@ -195,6 +331,46 @@ TEST_CASE("LeasedLimiter: across a refill the over-admission reaches hosts x (to
     }
     CHECK(exactAdmitted == 12);                            // 2, then a full bucket of 10
     CHECK(admitted - exactAdmitted == 2 * (kTokens - 1));  // the leases spent after the refill
+}
+
+TEST_CASE(
+    "LeasedLimiter: with renewals the over-admission reaches hosts x (tokens - 1 + renewBelow)",
+    "[redis][leasing]") {
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    const RedisStorage storage(storageOptions(*server, "rl-lease"));
+    ManualClock clock;
+    const Limit limit = Limit::perSecond(10).withBurst(20);
+    constexpr std::int64_t kTokens = 5;
+    constexpr std::int64_t kRenewBelow = 2;
+    LeasedLimiter<Bucket> a(Bucket(limit, storage, clock, limiterOptions("renewals")),
+                            leaseOptions(kTokens, clock, 10s, kRenewBelow));
+    LeasedLimiter<Bucket> b(Bucket(limit, storage, clock, limiterOptions("renewals")),
+                            leaseOptions(kTokens, clock, 10s, kRenewBelow));
+    Bucket exact(limit, storage, clock, limiterOptions("renewals"));
+    Bucket reference(limit, storage, clock, limiterOptions("renewals-reference"));
+    std::int64_t admitted = 0;
+    std::int64_t exactAdmitted = 0;
+    const auto request = [&](auto& limiter) {
+        admitted += limiter.tryAcquire("k").allowed ? 1 : 0;
+        exactAdmitted += reference.tryAcquire("k").allowed ? 1 : 0;
+    };
+    for (int i = 0; i < 4; ++i) {
+        request(a);  // a lease of 5, then at 1 left a renewal: 6 unspent
+        request(b);
+    }
+    REQUIRE(admitted == 8);
+    REQUIRE(exact.peek("k", 0).remaining == 0);  // the bucket's 20 leased
+    clock.advance(2s);                           // both buckets full again
+    for (int i = 0; i < 30; ++i) {
+        request(a);
+        request(b);
+        request(exact);
+    }
+    CHECK(exactAdmitted == 8 + 20);
+    CHECK(admitted - exactAdmitted == 2 * (kTokens - 1 + kRenewBelow));
 }
 
 TEST_CASE("LeasedLimiter: 8 threads of one host hold one lease, so the bound is per host",
@@ -217,9 +393,10 @@ TEST_CASE("LeasedLimiter: 8 threads of one host hold one lease, so the bound is 
         admitted += exact.tryAcquire("k").allowed ? 1 : 0;
     }
     // The exact bucket admits the 16, then a full bucket of 100; each host adds at most what
-    // its one lease held unspent.
+    // its one lease held unspent: tokens − 1, and renewBelow (5 / 4 = 1) for a renewal.
     INFO("admitted " << admitted);
-    CHECK(admitted <= 16 + 100 + 2 * (kTokens - 1));
+    REQUIRE(hosts[0].options().renewBelow == 1);
+    CHECK(admitted <= 16 + 100 + 2 * (kTokens - 1 + 1));
     CHECK(admitted >= 16 + 100);
 }
 
@@ -329,6 +506,12 @@ TEST_CASE("LeaseOptions: out of range, named at construction", "[leasing]") {
     o.tokens = (std::int64_t{1} << 20) + 1;
     rejects(o, "LeaseOptions.tokens");
     o = {};
+    o.renewBelow = 16;
+    rejects(o, "LeaseOptions.renewBelow");
+    o = {};
+    o.renewBelow = -1;
+    rejects(o, "LeaseOptions.renewBelow");
+    o = {};
     o.lifetime = 0ms;
     rejects(o, "LeaseOptions.lifetime");
     o = {};
@@ -344,6 +527,77 @@ TEST_CASE("LeaseOptions: out of range, named at construction", "[leasing]") {
     } catch (const std::invalid_argument& e) {
         CHECK_THAT(e.what(), Catch::Matchers::Contains("LimiterOptions.dryRun"));
     }
+}
+
+TEST_CASE(
+    "LeasedLimiter: 8 threads in each of 4 processes admit exactly the bucket, with one "
+    "store call per lease",
+    "[redis][leasing][concurrency]") {
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    constexpr std::int64_t kBurst = 2000;
+    constexpr std::int64_t kTokens = 16;
+    constexpr std::int64_t kHeld = kTokens - 1 + kTokens / 4;  // the most a host holds unspent
+    const std::string frozen = "1726000000123456";
+    const Limit limit = Limit::perHour(1).withBurst(kBurst);
+    ManualClock clock;
+    clock.set(std::chrono::microseconds{1726000000123456});
+    const RedisStorage storage(storageOptions(*server, "rl-lease"));
+    Bucket store(limit, storage, clock, limiterOptions("procs"));
+
+    // 4 × 8 × 100 = 3200 attempts on 2000 tokens at one instant: none beyond the bucket, and
+    // with the workers' leases given back, every admission is one token spent in the store.
+    std::int64_t admitted = 0;
+    for (const WorkerFigures& f :
+         leasingWorkers(*server, limit, "procs", "k", frozen, 800, kTokens)) {
+        admitted += f.admitted;
+    }
+    CHECK(admitted <= kBurst);
+    CHECK(admitted >= kBurst - 4 * kHeld);
+    CHECK(store.peek("k", 0).remaining == kBurst - admitted);
+
+    // 4 × 8 × 400 = 12800 requests, all within the bucket: a store call per 16, each taking 16
+    // tokens, but for what the hosts held at the end and a lease that outlived its lifetime.
+    const Limit roomy = Limit::perHour(1).withBurst(100000);
+    std::int64_t within = 0;
+    std::uint64_t calls = 0;
+    for (const WorkerFigures& f :
+         leasingWorkers(*server, roomy, "procs-calls", "k", frozen, 3200, kTokens)) {
+        within += f.admitted;
+        calls += f.calls;
+    }
+    CHECK(within == 12800);
+    INFO("store calls " << calls);
+    CHECK(calls >= static_cast<std::uint64_t>(12800 / kTokens));
+    CHECK(calls <= static_cast<std::uint64_t>(12800 / kTokens + 12800 / kTokens / 10));
+}
+
+TEST_CASE(
+    "LeasedLimiter: 8 threads in each of 4 processes on their system clocks stay within "
+    "the bucket and hosts x (tokens - 1 + renewBelow)",
+    "[redis][leasing][concurrency]") {
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    constexpr std::int64_t kTokens = 8;
+    const Limit limit = Limit::per(200, 100ms).withBurst(50);
+    std::int64_t admitted = 0;
+    std::int64_t firstUs = std::numeric_limits<std::int64_t>::max();
+    std::int64_t lastUs = std::numeric_limits<std::int64_t>::min();
+    for (const WorkerFigures& f :
+         leasingWorkers(*server, limit, "procs-system", "k", "system", 4000, kTokens)) {
+        admitted += f.admitted;
+        firstUs = std::min(firstUs, f.firstUs);
+        lastUs = std::max(lastUs, f.lastUs);
+    }
+    const std::int64_t exact =
+        admissionBound<ratelimit::TokenBucketModel>(limit, firstUs * 1000, lastUs * 1000);
+    CAPTURE(admitted, exact, lastUs - firstUs);
+    CHECK(admitted > 0);
+    CHECK(admitted <= exact + 4 * (kTokens - 1 + kTokens / 4));
 }
 
 }  // namespace ratelimit_test

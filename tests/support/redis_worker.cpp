@@ -5,11 +5,19 @@
 // how many were admitted.
 //
 //   ratelimit_redis_worker <unix socket> <key prefix> <limiter name> <model> <count>
-//                          <period µs> <burst> <now µs | system> <attempts> <key> [<threads>]
+//                          <period µs> <burst> <now µs | system> <attempts> <key> [<threads>
+//                          [<lease tokens>]]
 //
 // `cluster:<host>:<port>,<host>:<port>...` in place of the socket reaches a Redis Cluster
 // through those seed nodes. With <threads> (default 1), that many threads share the attempts
 // (each `attempts / threads`) and the admissions printed are theirs together.
+//
+// With <lease tokens> above 0 (token_bucket or leaky_bucket only), the threads ask a
+// `LeasedLimiter` of that many tokens a lease (the other lease options their defaults), which
+// gives its leases back when they are done; the worker prints
+// "<admitted> <first µs> <last µs> <store calls>": the clock read before the first request and
+// after the last, and the scripts sent for the requests (not the connecting peek, nor the
+// leases given back).
 //
 // With `system` instead of an instant, the limiter's clock is the SystemClock and each request
 // passes the time read just before it, with the default options, as a host sharing Redis does;
@@ -39,6 +47,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include <ratelimit/leasing.hpp>
 #include <ratelimit/redis.hpp>
 
 namespace {
@@ -56,6 +65,7 @@ struct Arguments {
     std::int64_t attempts = 0;
     std::string key;
     std::int64_t threads = 1;
+    std::int64_t leaseTokens = 0;  ///< 0: no LeasedLimiter
 };
 
 class UsageError : public std::runtime_error {
@@ -103,8 +113,53 @@ void waitForStart() {
     }
 }
 
-std::int64_t microsOf(ratelimit::SystemClock::time_point t) {
+template <class TimePoint>
+std::int64_t microsOf(TimePoint t) {
     return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+}
+
+/// `a.threads` threads, each trying `a.attempts / a.threads` requests that `tryOne` answers;
+/// returns their admissions together.
+template <class TryOne>
+std::int64_t admittedByThreads(const Arguments& a, TryOne tryOne) {
+    std::atomic<std::int64_t> together{0};
+    std::vector<std::thread> threads;
+    for (std::int64_t t = 0; t < a.threads; ++t) {
+        threads.emplace_back([&] {
+            for (std::int64_t i = 0; i < a.attempts / a.threads; ++i) {
+                if (tryOne()) {
+                    together.fetch_add(1);
+                }
+            }
+        });
+    }
+    for (std::thread& t : threads) {
+        t.join();
+    }
+    return together.load();
+}
+
+std::uint64_t storeCalls(const ratelimit::RedisStorage& storage) {
+    const ratelimit::RedisStats s = storage.stats();
+    return s.requests - s.scriptResends;
+}
+
+template <class L, class Clock>
+int runLeased(const Arguments& a, const Clock& clock, L limiter,
+              const ratelimit::RedisStorage& storage) {
+    ratelimit::LeaseOptions options;
+    options.tokens = a.leaseTokens;
+    ratelimit::LeasedLimiter<L> leased(std::move(limiter), options);
+    waitForStart();
+    const std::uint64_t callsBefore = storeCalls(storage);
+    const std::int64_t first = microsOf(clock.now());
+    const std::int64_t admitted =
+        admittedByThreads(a, [&] { return leased.tryAcquire(a.key).allowed; });
+    const std::int64_t last = microsOf(clock.now());
+    const std::uint64_t calls = storeCalls(storage) - callsBefore;
+    leased.returnLeases();
+    std::cout << admitted << ' ' << first << ' ' << last << ' ' << calls << '\n' << std::flush;
+    return 0;
 }
 
 template <class Model, class Clock>
@@ -136,6 +191,15 @@ int run(const Arguments& a, const Clock& clock) {
                                                                       limiterOptions);
 
     (void)limiter.peek(a.key + "#connect", 0);  // opens the connection before the start
+    if constexpr (std::is_same_v<Model, ratelimit::TokenBucketModel> ||
+                  std::is_same_v<Model, ratelimit::LeakyBucketModel>) {
+        if (a.leaseTokens > 0) {
+            return runLeased(a, clock, std::move(limiter), storage);
+        }
+    }
+    if (a.leaseTokens > 0) {
+        throw UsageError("only token_bucket and leaky_bucket lease");
+    }
     waitForStart();
     std::int64_t admitted = 0;
     if constexpr (std::is_same_v<Clock, ratelimit::SystemClock>) {
@@ -147,21 +211,7 @@ int run(const Arguments& a, const Clock& clock) {
         }
         std::cout << admitted << ' ' << first << ' ' << microsOf(clock.now()) << '\n' << std::flush;
     } else {
-        std::atomic<std::int64_t> together{0};
-        std::vector<std::thread> threads;
-        for (std::int64_t t = 0; t < a.threads; ++t) {
-            threads.emplace_back([&] {
-                for (std::int64_t i = 0; i < a.attempts / a.threads; ++i) {
-                    if (limiter.tryAcquire(a.key, 1).allowed) {
-                        together.fetch_add(1);
-                    }
-                }
-            });
-        }
-        for (std::thread& t : threads) {
-            t.join();
-        }
-        admitted = together.load();
+        admitted = admittedByThreads(a, [&] { return limiter.tryAcquire(a.key, 1).allowed; });
         std::cout << admitted << '\n' << std::flush;
     }
     return 0;
@@ -181,8 +231,8 @@ int run(const Arguments& a) {
 
 int main(int argc, char** argv) {
     try {
-        if (argc != 11 && argc != 12) {
-            throw UsageError("expected 10 or 11 arguments, got " + std::to_string(argc - 1));
+        if (argc < 11 || argc > 13) {
+            throw UsageError("expected 10 to 12 arguments, got " + std::to_string(argc - 1));
         }
         Arguments a;
         a.socket = argv[1];
@@ -198,11 +248,14 @@ int main(int argc, char** argv) {
         }
         a.attempts = number(argv[9], "attempts");
         a.key = argv[10];
-        if (argc == 12) {
+        if (argc >= 12) {
             a.threads = number(argv[11], "threads");
             if (a.threads < 1) {
                 throw UsageError("threads must be at least 1");
             }
+        }
+        if (argc == 13) {
+            a.leaseTokens = number(argv[12], "lease tokens");
         }
         if (a.model == ratelimit::FixedWindowModel::kName) {
             return run<ratelimit::FixedWindowModel>(a);
