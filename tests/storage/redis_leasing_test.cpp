@@ -136,6 +136,7 @@ std::vector<WorkerFigures> leasingWorkers(const RedisServer& server, const Limit
     REQUIRE(::access(kWorker, X_OK) == 0);
     const auto periodUs = std::chrono::duration_cast<std::chrono::microseconds>(limit.period);
     std::vector<std::unique_ptr<WorkerProcess>> workers;
+    workers.reserve(4);
     for (int i = 0; i < 4; ++i) {
         workers.push_back(std::make_unique<WorkerProcess>(
             std::vector<std::string>{kWorker, server.unixSocket(), "rl-lease", name, "token_bucket",
@@ -148,6 +149,7 @@ std::vector<WorkerFigures> leasingWorkers(const RedisServer& server, const Limit
         w->go();
     }
     std::vector<WorkerFigures> figures;
+    figures.reserve(workers.size());
     for (const auto& w : workers) {
         const WorkerProcess::Result r = w->wait();
         INFO("worker stdout: " << r.out << " stderr: " << r.err);
@@ -283,7 +285,7 @@ TEST_CASE("LeasedLimiter: 8 threads on each of 4 hosts admit exactly the bucket 
     const std::int64_t admitted = hosts.hammer("contended", 8, 40);
     CHECK(admitted <= kBurst);
     // At most 15 + 4 (renewBelow) leased tokens left in each of 4 hosts.
-    CHECK(admitted >= kBurst - std::int64_t{4 * (15 + 4)});
+    CHECK(admitted >= kBurst - std::int64_t{4} * (15 + 4));
     for (std::size_t h = 0; h < hosts.size(); ++h) {
         hosts[h].returnLeases();
     }
