@@ -17,9 +17,10 @@
 //     3 masters and 3 replicas on loopback TCP, started at the first such row), reached through
 //     its nodes as seeds. on_master_<i> is the share of the row's scripts master i ran (from its
 //     INFO commandstats), server_ns the three masters' CPU time per check together.
-//   BM_TokenBucket_RedisLeased/keys:1/real_time/threads:T
-//     The hot key through a LeasedLimiter (<ratelimit/leasing.hpp>) of 16 tokens a lease over
-//     the same storage; per_check is the store calls per check (1/16 when every lease is spent).
+//   BM_TokenBucket_RedisLeased/keys:1/tokens:N/renew_below:R/real_time/threads:T
+//     The hot key through a LeasedLimiter (<ratelimit/leasing.hpp>) of N tokens a lease over
+//     the same storage, renewed when a check leaves fewer than R (0: only once spent; N/4: the
+//     default); per_check is the store calls per check (1/N when every lease is spent).
 //   BM_Baseline_HiredisEvalsha_<Algorithm>/keys:K/real_time/threads:T
 //     The floor: each thread has its own blocking hiredis context and sends, with
 //     redisCommandArgv, the EVALSHA RedisStorage::Table sends (its script, and its arguments
@@ -396,15 +397,35 @@ void BM_Redis(benchmark::State& state) {
     }
 }
 
+/// The leases the leased rows take: {tokens, renewBelow}.
+constexpr std::array<std::array<std::int64_t, 2>, 4> kLeaseShapes{
+    {{16, 0}, {16, 4}, {64, 16}, {256, 64}}};
+
 template <class Model>
 void BM_RedisLeased(benchmark::State& state) {
     if (skipWithoutServer(state)) {
         return;
     }
-    static ratelimit::LeasedLimiter<RedisLimiter<Model>> leased(
-        RedisLimiter<Model>(allowedLimit<Model>(), *redisEnv().storage, {},
-                            limiterOptions("leased")),
-        ratelimit::LeaseOptions{.tokens = 16});
+    using Leased = ratelimit::LeasedLimiter<RedisLimiter<Model>>;
+    // One limiter per lease shape of the rows, shared by the row's threads (and each its own
+    // key in Redis, by its name).
+    static constexpr std::array<std::array<std::int64_t, 2>, kLeaseShapes.size()> shapes =
+        kLeaseShapes;
+    static constexpr std::array<const char*, kLeaseShapes.size()> names{"leased-0", "leased-1",
+                                                                        "leased-2", "leased-3"};
+    static const auto each = [] {
+        std::array<std::unique_ptr<Leased>, kLeaseShapes.size()> made;
+        for (std::size_t i = 0; i < made.size(); ++i) {
+            made.at(i) = std::make_unique<Leased>(
+                RedisLimiter<Model>(allowedLimit<Model>(), *redisEnv().storage, {},
+                                    limiterOptions(names.at(i))),
+                ratelimit::LeaseOptions{.tokens = shapes.at(i)[0], .renewBelow = shapes.at(i)[1]});
+        }
+        return made;
+    }();
+    const auto shape = std::find(shapes.begin(), shapes.end(),
+                                 std::array<std::int64_t, 2>{state.range(1), state.range(2)});
+    Leased& leased = *each.at(static_cast<std::size_t>(shape - shapes.begin()));
     const RedisStorage& storage = *redisEnv().storage;
     const std::string& key = keySet(1).front();
     std::int64_t failed = 0;
@@ -594,8 +615,11 @@ int main(int argc, char** argv) {
     registerAlgorithm<ratelimit::TokenBucketModel>("TokenBucket", true);
     benchmark::RegisterBenchmark("BM_TokenBucket_RedisLeased",
                                  &BM_RedisLeased<ratelimit::TokenBucketModel>)
-        ->ArgNames({"keys"})
-        ->Arg(1)
+        ->ArgNames({"keys", "tokens", "renew_below"})
+        ->Args({1, 16, 0})
+        ->Args({1, 16, 4})
+        ->Args({1, 64, 16})
+        ->Args({1, 256, 64})
         ->Threads(1)
         ->Threads(8)
         ->UseRealTime();
