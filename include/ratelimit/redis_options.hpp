@@ -32,6 +32,9 @@ struct RedisStats {
     std::uint64_t movedFollowed = 0;
     std::uint64_t askFollowed = 0;
     std::uint64_t slotMapReads = 0;
+    /// Redis Cluster: calls sent again after a pause because a migration had split their keys
+    /// (`TRYAGAIN`).
+    std::uint64_t tryAgainRetries = 0;
 
     /// The calls of `failures` that failed with `kind`.
     [[nodiscard]] constexpr std::uint64_t failuresOf(StoreError kind) const noexcept {

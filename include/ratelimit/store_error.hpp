@@ -26,8 +26,9 @@ enum class StoreError {
     kCircuitOpen,     ///< not tried: the circuit breaker is open after earlier failures
     kNoPermission,    ///< the ACL user may not run the script or touch its key (`NOPERM`)
     kMisconf,         ///< the server refuses writes after a failed save to disk (`MISCONF`)
-    /// A Redis Cluster cannot serve the key's slot now (`CLUSTERDOWN`, or `TRYAGAIN` while the
-    /// slot's keys are split by a migration): the script did not run.
+    /// A Redis Cluster cannot serve the key's slot now (`CLUSTERDOWN`, or `TRYAGAIN` for as long
+    /// as the call's timeout allowed while a migration split the slot's keys): the script did
+    /// not run.
     kClusterDown,
 };
 

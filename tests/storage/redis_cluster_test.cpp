@@ -467,6 +467,61 @@ TEST_CASE("RedisStorage on a Cluster: a slot migrated under traffic loses and do
 }
 
 TEST_CASE(
+    "RedisStorage on a Cluster: a limit set whose keys a migration splits waits out TRYAGAIN, "
+    "then follows its slot",
+    "[redis][cluster]") {
+    const auto cluster = startCluster();
+    if (!cluster) {
+        return;
+    }
+    using Set = ratelimit::LimitSet<ratelimit::TokenBucketModel, ratelimit::FixedWindowModel>;
+    const std::string prefix = "rl-tryagain";
+    const RedisStorage storage(clusterOptions(*cluster, prefix));
+    ManualClock clock;
+    clock.set(std::chrono::microseconds{kFrozenUs});
+    const Limit window = Limit::perHour(100);
+    RedisLimiter<Set> limiter(Set::Limits{window.withBurst(100), window}, storage, clock,
+                              limiterOptions("split", FailurePolicy::kFailClosed));
+    const std::string key = "split key";
+    REQUIRE(limiter.tryAcquire(key).allowed);  // both members' keys now on the slot's master
+    // The members share one hash tag, so a single model's key of it names their slot.
+    const std::uint16_t slot = RedisCluster::keySlot(
+        redisKeyOf<ratelimit::TokenBucketModel>(prefix, "split", key));
+    const std::size_t from = cluster->masterOf(slot);
+    const std::size_t to = from == 0 ? 1 : 0;
+    const std::string slotText = std::to_string(slot);
+    const auto held = cluster->run(from, {"CLUSTER", "GETKEYSINSLOT", slotText, "10"});
+    REQUIRE(held->type == REDIS_REPLY_ARRAY);
+    REQUIRE(held->elements == 2);
+    cluster->beginMigration(slot, from, to);
+    // One member's key moves alone: the set's keys are split between the two masters, and the
+    // source answers TRYAGAIN until the other one moves too.
+    const std::string toPort = std::to_string(cluster->port(to));
+    const std::string first(held->element[0]->str, held->element[0]->len);
+    const auto moved = cluster->run(from, {"MIGRATE", "127.0.0.1", toPort, first, "0", "5000"});
+    REQUIRE(std::string(moved->str, moved->len) == "OK");
+
+    Decision during;
+    std::thread call([&] { during = limiter.tryAcquire(key); });
+    const bool retried = eventually(10s, [&] { return storage.stats().tryAgainRetries > 0; });
+    CHECK(cluster->migrateKeys(slot, from, to) == 1);
+    cluster->endMigration(slot, to);
+    call.join();
+    REQUIRE(retried);
+    CHECK(during.allowed);
+    CHECK_FALSE(during.degraded);
+    const ratelimit::RedisStats stats = storage.stats();
+    INFO(describe(stats) << " retries " << stats.tryAgainRetries);
+    CHECK(stats.failures == 0);
+    CHECK(stats.movedFollowed + stats.askFollowed > 0);  // then it found the slot's new master
+    // Each member counted the two requests once.
+    Set::Decisions each;
+    (void)limiter.peek(key, 0, each);
+    CHECK(each[0].remaining == 98);
+    CHECK(each[1].remaining == 98);
+}
+
+TEST_CASE(
     "RedisStorage on a Cluster: a killed master's slots answer by the failure policy "
     "until its replica takes over, and the others never notice",
     "[redis][cluster]") {

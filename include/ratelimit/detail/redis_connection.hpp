@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <array>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -148,6 +149,12 @@ inline bool tripsBreaker(StoreError e) {
 /// reached the server right after the one that broke.
 inline bool outage(const IoStatus& status) {
     return tripsBreaker(status.error) && !status.serverUp;
+}
+
+/// Waits `pause` in the calling thread (`poll` on no descriptors: no <thread> for one sleep).
+/// A signal may end it early, which only retries sooner.
+inline void pauseFor(std::chrono::milliseconds pause) {
+    (void)::poll(nullptr, 0, static_cast<int>(pause.count()));
 }
 
 /// An error reply that says the link itself is unusable (auth lost, protocol error, a busy

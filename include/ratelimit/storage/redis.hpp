@@ -1,7 +1,9 @@
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -408,6 +410,7 @@ struct RedisShared final : RefCounted {
     std::atomic<std::uint64_t> requests{0};
     std::atomic<std::uint64_t> movedFollowed{0};
     std::atomic<std::uint64_t> askFollowed{0};
+    std::atomic<std::uint64_t> tryAgainRetries{0};
     std::atomic<std::uint64_t> scriptResends{0};
     std::atomic<std::uint64_t> failures{0};
     std::atomic<std::uint64_t> shortCircuited{0};
@@ -429,6 +432,7 @@ struct RedisShared final : RefCounted {
         }
         s.movedFollowed = movedFollowed.load(std::memory_order_relaxed);
         s.askFollowed = askFollowed.load(std::memory_order_relaxed);
+        s.tryAgainRetries = tryAgainRetries.load(std::memory_order_relaxed);
         s.slotMapReads = slotMapReads.load(std::memory_order_relaxed);
         return s;
     }
@@ -653,7 +657,9 @@ public:
         }
         const detail::Deadline deadline = shared_->deadline();
         detail::RedisRoute route = link.route(keys.front(), deadline);
-        for (std::size_t redirects = 0;; ++redirects) {
+        std::size_t redirects = 0;
+        auto pause = kFirstTryAgainPause;
+        for (;;) {
             detail::RedisNode& node = *route.node;
             const auto admission = node.breaker.admit();
             if (!admission.proceed) {
@@ -672,6 +678,12 @@ public:
             if (const auto next = follow(link, node, status, redirects)) {
                 succeeded(link, node, admission);
                 route = *next;
+                ++redirects;
+                continue;
+            }
+            if (pausedToTryAgain(status, deadline, pause)) {
+                succeeded(link, node, admission);
+                route = link.route(keys.front(), deadline);
                 continue;
             }
             failed(link, node, admission, status, deadline);
@@ -788,7 +800,9 @@ private:
         const detail::Deadline deadline = shared_->deadline();
         const detail::ScriptCall script{now, cost, mode, phase};
         detail::RedisRoute route = link.route(keys.front(), deadline);
-        for (std::size_t redirects = 0;; ++redirects) {
+        std::size_t redirects = 0;
+        auto pause = kFirstTryAgainPause;
+        for (;;) {
             detail::RedisNode& node = *route.node;
             const auto admission = node.breaker.admit();
             if (!admission.proceed) {
@@ -808,6 +822,12 @@ private:
             if (const auto next = follow(link, node, status, redirects)) {
                 succeeded(link, node, admission);  // the node answered
                 route = *next;
+                ++redirects;
+                continue;
+            }
+            if (pausedToTryAgain(status, deadline, pause)) {
+                succeeded(link, node, admission);  // the node answered
+                route = link.route(keys.front(), deadline);
                 continue;
             }
             failed(link, node, admission, status, deadline);
@@ -834,6 +854,28 @@ private:
         if (outage) {
             link.nodeFailed(deadline);
         }
+    }
+
+    /// The first pause before a call refused with `TRYAGAIN` is sent again, and the longest
+    /// (each pause doubles the one before).
+    static constexpr std::chrono::milliseconds kFirstTryAgainPause{1};
+    static constexpr std::chrono::milliseconds kLongestTryAgainPause{32};
+
+    /// Whether a `TRYAGAIN` reply (a migration has split the call's keys between two nodes for
+    /// now; nothing ran) was waited out for `pause`, which then doubles, so that the call is
+    /// sent again: only while its deadline leaves room for the pause. Other Cluster clients
+    /// retry it the same way; the split lasts until the migration has moved the slot's keys.
+    bool pausedToTryAgain(const detail::IoStatus& status, detail::Deadline deadline,
+                          std::chrono::milliseconds& pause) const {
+        if (status.error != StoreError::kClusterDown ||
+            !std::string_view(status.message).starts_with("TRYAGAIN") ||
+            std::chrono::steady_clock::now() + pause >= deadline) {
+            return false;
+        }
+        detail::pauseFor(pause);
+        pause = std::min(pause * 2, kLongestTryAgainPause);
+        shared_->tryAgainRetries.fetch_add(1, std::memory_order_relaxed);
+        return true;
     }
 
     /// The route of a `MOVED` or `ASK` reply of `node`, counted, while the call may follow
