@@ -485,8 +485,8 @@ TEST_CASE(
     const std::string key = "split key";
     REQUIRE(limiter.tryAcquire(key).allowed);  // both members' keys now on the slot's master
     // The members share one hash tag, so a single model's key of it names their slot.
-    const std::uint16_t slot = RedisCluster::keySlot(
-        redisKeyOf<ratelimit::TokenBucketModel>(prefix, "split", key));
+    const std::uint16_t slot =
+        RedisCluster::keySlot(redisKeyOf<ratelimit::TokenBucketModel>(prefix, "split", key));
     const std::size_t from = cluster->masterOf(slot);
     const std::size_t to = from == 0 ? 1 : 0;
     const std::string slotText = std::to_string(slot);
