@@ -29,8 +29,8 @@ std::string loginForm(const std::string& user, const std::string& password) {
     return "user=" + user + "&password=" + password;
 }
 
-std::string writeRules() {
-    return http_example::writeRuleFile(
+http_example::RuleFile writeRules() {
+    return http_example::RuleFile(
         "# tiny limits, long periods: nothing refills while the test runs\n"
         "POST /login  3/h  algorithm=sliding_log\n"
         "GET  /api    2/h  name=api\n"
@@ -117,9 +117,9 @@ std::string readFile(const std::string& path) {
 
 TEST_CASE("HTTP server example: limits, headers, 429 with Retry-After, /health and tiers",
           "[http][example][server]") {
-    const std::string rules = writeRules();
-    ServerProcess server(
-        {"--port", "0", "--rules", rules, "--api-key", "secret-pro=pro", "--user", "alice=secret"});
+    const auto rules = writeRules();
+    ServerProcess server({"--port", "0", "--rules", rules.path(), "--api-key", "secret-pro=pro",
+                          "--user", "alice=secret"});
     const int port = server.port();
     const std::string alice = loginForm("alice", "secret");
 
@@ -168,7 +168,6 @@ TEST_CASE("HTTP server example: limits, headers, 429 with Retry-After, /health a
     const Response proRefused = send(port, "GET", "/api/items", "X-API-Key: secret-pro\r\n");
     CHECK(proRefused.status == 429);
     CHECK(proRefused.header("RateLimit-Policy") == R"("api";q=5;w=3600)");
-    CHECK(std::remove(rules.c_str()) == 0);
 }
 
 TEST_CASE("HTTP server example: --no-limit serves without the limiter or the login guard",
@@ -191,10 +190,9 @@ TEST_CASE(
     "right password, and no other name",
     "[http][example][server]") {
     // The route's own limit is far away: only the login guard refuses here.
-    const std::string rules =
-        http_example::writeRuleFile("POST /login 1000/h algorithm=sliding_log\n");
-    ServerProcess server(
-        {"--port", "0", "--rules", rules, "--user", "alice=secret", "--user", "bob=hunter2"});
+    const http_example::RuleFile rules("POST /login 1000/h algorithm=sliding_log\n");
+    ServerProcess server({"--port", "0", "--rules", rules.path(), "--user", "alice=secret",
+                          "--user", "bob=hunter2"});
     const int port = server.port();
 
     for (int i = 0; i < 5; ++i) {
@@ -219,7 +217,6 @@ TEST_CASE(
     const Response bob = send(port, "POST", "/login", {}, loginForm("bob", "hunter2"));
     CHECK(bob.status == 200);
     CHECK(bob.body.find("welcome") != std::string::npos);
-    CHECK(std::remove(rules.c_str()) == 0);
 }
 
 TEST_CASE(
@@ -252,8 +249,8 @@ TEST_CASE(
     "HTTP server example: a target whose dot segments or encoded slashes change its route is "
     "refused, never served without a limit",
     "[http][example][server]") {
-    const std::string rules = writeRules();
-    ServerProcess server({"--port", "0", "--rules", rules});
+    const auto rules = writeRules();
+    ServerProcess server({"--port", "0", "--rules", rules.path()});
     const int port = server.port();
     // cpp-httplib serves these with the /api handler (it resolves no dot segments), while
     // their dot-resolved path, /, meets no rule.
@@ -275,17 +272,16 @@ TEST_CASE(
     const Response limited = send(port, "GET", "/api/items");
     CHECK(limited.status == 429);
     CHECK(limited.header("RateLimit"));
-    CHECK(std::remove(rules.c_str()) == 0);
 }
 
 TEST_CASE(
     "HTTP server example: junk a client puts left of its address in X-Forwarded-For does not "
     "move it into the proxy's bucket",
     "[http][example][server]") {
-    const std::string rules = writeRules();
+    const auto rules = writeRules();
     // The test client is the trusted proxy: 127.0.0.1 appends nothing, so the client's own
     // address is the rightmost hop of the header it sends.
-    ServerProcess server({"--port", "0", "--rules", rules, "--trust-proxy", "127.0.0.1/32",
+    ServerProcess server({"--port", "0", "--rules", rules.path(), "--trust-proxy", "127.0.0.1/32",
                           "--forwarded-header", "xff"});
     const int port = server.port();
     for (int i = 0; i < 2; ++i) {
@@ -297,15 +293,14 @@ TEST_CASE(
     }
     // The proxy's own bucket is untouched.
     CHECK(send(port, "GET", "/api/items").status == 200);
-    CHECK(std::remove(rules.c_str()) == 0);
 }
 
 TEST_CASE(
     "HTTP server example: --observe shows the decisions in /dashboard.json, /metrics and the "
     "dashboard page, as a browser draws it",
     "[http][example][server][dashboard]") {
-    const std::string rules = writeRules();
-    ServerProcess server({"--port", "0", "--rules", rules, "--observe", "--api-key",
+    const auto rules = writeRules();
+    ServerProcess server({"--port", "0", "--rules", rules.path(), "--observe", "--api-key",
                           "secret-pro=pro", "--user", "alice=secret"});
     const int port = server.port();
 
@@ -414,7 +409,6 @@ TEST_CASE(
     REQUIRE(chromium(url, "--window-size=1280,900 --screenshot='" + shot + "'", "/dev/null") == 0);
     CHECK(std::filesystem::file_size(shot) > 0);
     std::printf("dashboard screenshot: %s\n", shot.c_str());
-    CHECK(std::remove(rules.c_str()) == 0);
 }
 
 TEST_CASE(
@@ -448,10 +442,11 @@ TEST_CASE(
     "HTTP server example: --observe reports a Redis that does not answer as a failing store, "
     "and the degraded decisions",
     "[http][example][server][dashboard]") {
-    const std::string rules = writeRules();
+    const auto rules = writeRules();
     // Nothing listens on port 1: every check fails and the failure policy answers (whatever it
     // answers, the decision is degraded).
-    ServerProcess server({"--port", "0", "--rules", rules, "--observe", "--redis", "127.0.0.1:1"});
+    ServerProcess server(
+        {"--port", "0", "--rules", rules.path(), "--observe", "--redis", "127.0.0.1:1"});
     for (int i = 0; i < 3; ++i) {
         (void)send(server.port(), "GET", "/api/items");
     }
@@ -467,6 +462,5 @@ TEST_CASE(
     CHECK(metrics.body.find(R"(ratelimit_decisions_total{policy="api",outcome="degraded"} 3)") !=
           std::string::npos);
 #    endif
-    CHECK(std::remove(rules.c_str()) == 0);
 }
 #endif

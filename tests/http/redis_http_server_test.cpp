@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <memory>
 #include <optional>
 #include <string>
 #include <unistd.h>
@@ -22,8 +21,8 @@ using http_example::Response;
 using http_example::send;
 using http_example::ServerProcess;
 
-std::string writeSharedRules() {
-    return http_example::writeRuleFile(
+http_example::RuleFile writeSharedRules() {
+    return http_example::RuleFile(
         "POST /login  4/h  algorithm=sliding_log\n"
         "GET  /api    3/h  name=api algorithm=token_bucket\n");
 }
@@ -36,12 +35,12 @@ TEST_CASE("HTTP server example: two servers with --redis share one limit",
     if (!redis) {
         return;
     }
-    const std::string rules = writeSharedRules();
+    const auto rules = writeSharedRules();
     const std::string address = "127.0.0.1:" + std::to_string(redis->port());
     ServerProcess first(
-        {"--port", "0", "--rules", rules, "--redis", address, "--user", "alice=secret"});
+        {"--port", "0", "--rules", rules.path(), "--redis", address, "--user", "alice=secret"});
     ServerProcess second(
-        {"--port", "0", "--rules", rules, "--redis", address, "--user", "alice=secret"});
+        {"--port", "0", "--rules", rules.path(), "--redis", address, "--user", "alice=secret"});
     const std::string alice = "user=alice&password=secret";
 
     // One client alternating between the servers: the four logins of the hour are spent once,
@@ -67,7 +66,6 @@ TEST_CASE("HTTP server example: two servers with --redis share one limit",
         admitted += send(port, "GET", "/api/x").status == 200 ? 1 : 0;
     }
     CHECK(admitted == 3);
-    CHECK(std::remove(rules.c_str()) == 0);
 }
 
 TEST_CASE("HTTP server example: two servers with --redis share the login guard's block",
@@ -77,11 +75,11 @@ TEST_CASE("HTTP server example: two servers with --redis share the login guard's
         return;
     }
     // The route's own limit is far away: only the login guard refuses here.
-    const std::string rules = http_example::writeRuleFile("POST /login 1000/h\n");
+    const http_example::RuleFile rules("POST /login 1000/h\n");
     const std::string address = "127.0.0.1:" + std::to_string(redis->port());
-    ServerProcess first({"--port", "0", "--rules", rules, "--redis", address, "--user",
+    ServerProcess first({"--port", "0", "--rules", rules.path(), "--redis", address, "--user",
                          "alice=secret", "--user", "bob=hunter2"});
-    ServerProcess second({"--port", "0", "--rules", rules, "--redis", address, "--user",
+    ServerProcess second({"--port", "0", "--rules", rules.path(), "--redis", address, "--user",
                           "alice=secret", "--user", "bob=hunter2"});
 
     // Five failed logins spread over both servers block the name on both.
@@ -99,5 +97,4 @@ TEST_CASE("HTTP server example: two servers with --redis share the login guard's
         CHECK(blocked.body.find(R"("violated-policies":["login-user"])") != std::string::npos);
     }
     CHECK(send(second.port(), "POST", "/login", {}, "user=bob&password=hunter2").status == 200);
-    CHECK(std::remove(rules.c_str()) == 0);
 }

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <netinet/in.h>
 #include <optional>
@@ -179,15 +180,31 @@ inline Response send(int port, std::string_view method, std::string_view target,
     return r;
 }
 
-/// Writes a rule file (the example's --rules format) into a fresh temporary directory.
-inline std::string writeRuleFile(std::string_view rules) {
-    std::string dir = "/tmp/ratelimit-http-test-XXXXXX";
-    REQUIRE(::mkdtemp(dir.data()) != nullptr);
-    std::string path = dir + "/rules";
-    std::ofstream out(path);
-    out << rules;
-    REQUIRE(out.good());
-    return path;
-}
+/// A rule file (the example's --rules format) in a fresh temporary directory, which goes with
+/// it.
+class RuleFile {
+public:
+    explicit RuleFile(std::string_view rules) {
+        REQUIRE(::mkdtemp(dir_.data()) != nullptr);
+        path_ = dir_ + "/rules";
+        std::ofstream out(path_);
+        out << rules;
+        REQUIRE(out.good());
+    }
+    RuleFile(const RuleFile&) = delete;
+    RuleFile& operator=(const RuleFile&) = delete;
+    RuleFile(RuleFile&&) = delete;
+    RuleFile& operator=(RuleFile&&) = delete;
+    ~RuleFile() {
+        std::error_code ignored;
+        std::filesystem::remove_all(dir_, ignored);
+    }
+
+    [[nodiscard]] const std::string& path() const noexcept { return path_; }
+
+private:
+    std::string dir_ = "/tmp/ratelimit-http-test-XXXXXX";
+    std::string path_;
+};
 
 }  // namespace http_example
