@@ -163,6 +163,59 @@ std::vector<WorkerFigures> leasingWorkers(const RedisServer& server, const Limit
     return figures;
 }
 
+/// Sends `requests` on "hot", each admitted with `remaining` exactly what a bucket of `burst`
+/// has left after it: the store's figure plus the lease's unspent tokens.
+template <class L>
+void requireEachRemaining(LeasedLimiter<L>& leased, int requests, std::int64_t burst) {
+    for (int i = 0; i < requests; ++i) {
+        const Decision d = leased.tryAcquire("hot");
+        INFO("request " << i);
+        REQUIRE(d.allowed);
+        REQUIRE(d.remaining == burst - 1 - i);
+    }
+}
+
+/// What `raceAcrossRefill` counted.
+struct RefillRace {
+    std::int64_t admitted = 0;            ///< by the two hosts and the plain limiter
+    std::int64_t exactAdmitted = 0;       ///< by a bucket of its own, sent the same requests
+    std::int64_t leasedBeforeRefill = 0;  ///< the store's tokens spent before the refill
+};
+
+/// Two hosts leasing `tokens` (renewed below `renewBelow`) from one bucket of `limit` beside a
+/// plain limiter of it: `warmUp` requests on each host, then `refill` passes, then 30 rounds of
+/// a request on each host and on the plain limiter. A reference bucket of its own is sent the
+/// same requests at the same times, for what the exact bucket admits.
+RefillRace raceAcrossRefill(const RedisServer& server, const Limit& limit, std::int64_t tokens,
+                            std::int64_t renewBelow, int warmUp, std::chrono::seconds refill) {
+    const RedisStorage storage(storageOptions(server, "rl-lease"));
+    ManualClock clock;
+    const std::string name = "refill-" + std::to_string(renewBelow);
+    LeasedLimiter<Bucket> a(Bucket(limit, storage, clock, limiterOptions(name)),
+                            leaseOptions(tokens, clock, 10s, renewBelow));
+    LeasedLimiter<Bucket> b(Bucket(limit, storage, clock, limiterOptions(name)),
+                            leaseOptions(tokens, clock, 10s, renewBelow));
+    Bucket plain(limit, storage, clock, limiterOptions(name));
+    Bucket reference(limit, storage, clock, limiterOptions(name + "-reference"));
+    RefillRace race;
+    const auto request = [&](auto& limiter) {
+        race.admitted += limiter.tryAcquire("k").allowed ? 1 : 0;
+        race.exactAdmitted += reference.tryAcquire("k").allowed ? 1 : 0;
+    };
+    for (int i = 0; i < warmUp; ++i) {
+        request(a);
+        request(b);
+    }
+    race.leasedBeforeRefill = limit.burst - plain.peek("k", 0).remaining;
+    clock.advance(refill);
+    for (int i = 0; i < 30; ++i) {
+        request(a);
+        request(b);
+        request(plain);
+    }
+    return race;
+}
+
 }  // namespace
 
 TEMPLATE_TEST_CASE("LeasedLimiter: a lease of n tokens makes one store call per n requests",
@@ -174,47 +227,32 @@ TEMPLATE_TEST_CASE("LeasedLimiter: a lease of n tokens makes one store call per 
     using Limiter = RedisLimiter<TestType>;
     const RedisStorage storage(storageOptions(*server, "rl-lease"));
     ManualClock clock;
-    LeasedLimiter<Limiter> leased(
-        Limiter(Limit::perHour(10).withBurst(5000), storage, clock, limiterOptions("calls")),
-        leaseOptions(10, clock, 10s, 0));  // a new lease only when one runs out
-    for (int i = 0; i < 1000; ++i) {
-        const Decision d = leased.tryAcquire("hot");
-        REQUIRE(d.allowed);
-        REQUIRE(d.remaining == 5000 - 1 - i);  // the store's, plus the lease's unspent tokens
+    const auto leasedOf = [&](std::int64_t renewBelow) {
+        return LeasedLimiter<Limiter>(
+            Limiter(Limit::perHour(10).withBurst(5000), storage, clock, limiterOptions("calls")),
+            leaseOptions(10, clock, 10s, renewBelow));
+    };
+    SECTION("a new lease only when one runs out") {
+        LeasedLimiter<Limiter> leased = leasedOf(0);
+        requireEachRemaining(leased, 1000, 5000);
+        CHECK(storeCalls(storage) == 100);
+        CHECK(leased.peek("hot", 0).remaining == 4000);  // every leased token spent in the store
+        // A cost of 3 from a lease of 10 holding 0: a new lease of 12 (its cost and 9 more).
+        CHECK(leased.tryAcquire("hot", 3).remaining == 3997);
+        CHECK(leased.peek("hot", 0).remaining == 3988);
+        CHECK(leased.tryAcquire("hot", 9).allowed);  // from the lease
+        CHECK(storeCalls(storage) == 103);           // the two peeks and the one lease
     }
-    CHECK(storeCalls(storage) == 100);
-    CHECK(leased.peek("hot", 0).remaining == 4000);  // every leased token spent in the store
-    // A cost of 3 from a lease of 10 holding 0: a new lease of 12 (its cost and 9 more).
-    CHECK(leased.tryAcquire("hot", 3).remaining == 3997);
-    CHECK(leased.peek("hot", 0).remaining == 3988);
-    CHECK(leased.tryAcquire("hot", 9).allowed);  // from the lease
-    CHECK(storeCalls(storage) == 103);           // the two peeks and the one lease
-}
-
-TEMPLATE_TEST_CASE(
-    "LeasedLimiter: a request that leaves fewer than renewBelow takes the next lease",
-    "[redis][leasing]", ratelimit::TokenBucketModel, ratelimit::LeakyBucketModel) {
-    const auto server = startServer();
-    if (!server) {
-        return;
+    SECTION("renewed when a request leaves fewer than renewBelow") {
+        LeasedLimiter<Limiter> leased = leasedOf(4);
+        requireEachRemaining(leased, 1000, 5000);  // the renewed tokens counted once
+        // The first lease, then a renewal of 10 each time a request left 3: the last after the
+        // 997th request. Still one call per 10 requests, and 10 left unspent.
+        CHECK(storeCalls(storage) == 101);
+        CHECK(leased.peek("hot", 0).remaining == 3990);
+        leased.returnLeases();
+        CHECK(leased.peek("hot", 0).remaining == 4000);
     }
-    using Limiter = RedisLimiter<TestType>;
-    const RedisStorage storage(storageOptions(*server, "rl-lease"));
-    ManualClock clock;
-    LeasedLimiter<Limiter> leased(
-        Limiter(Limit::perHour(10).withBurst(5000), storage, clock, limiterOptions("renew")),
-        leaseOptions(10, clock, 10s, 4));
-    for (int i = 0; i < 1000; ++i) {
-        const Decision d = leased.tryAcquire("hot");
-        REQUIRE(d.allowed);
-        REQUIRE(d.remaining == 5000 - 1 - i);  // the renewed tokens counted once
-    }
-    // The first lease, then a renewal of 10 each time a request left 3: the last after the
-    // 997th request. Still one call per 10 requests, and 10 left unspent.
-    CHECK(storeCalls(storage) == 101);
-    CHECK(leased.peek("hot", 0).remaining == 3990);
-    leased.returnLeases();
-    CHECK(leased.peek("hot", 0).remaining == 4000);
 }
 
 TEST_CASE("LeasedLimiter: renewBelow defaults to a quarter of the lease", "[leasing]") {
@@ -300,79 +338,30 @@ TEST_CASE("LeasedLimiter: 8 threads on each of 4 hosts admit exactly the bucket 
 }
 
 TEST_CASE(
-    "LeasedLimiter: without renewals the over-admission reaches hosts x (tokens - 1), no more",
+    "LeasedLimiter: across a refill the over-admission reaches hosts x (tokens - 1 + "
+    "renewBelow), no more",
     "[redis][leasing]") {
     const auto server = startServer();
     if (!server) {
         return;
     }
-    const RedisStorage storage(storageOptions(*server, "rl-lease"));
-    ManualClock clock;
-    const Limit limit = Limit::perSecond(10).withBurst(10);
     constexpr std::int64_t kTokens = 5;
-    LeasedLimiter<Bucket> a(Bucket(limit, storage, clock, limiterOptions("refill")),
-                            leaseOptions(kTokens, clock, 10s, 0));
-    LeasedLimiter<Bucket> b(Bucket(limit, storage, clock, limiterOptions("refill")),
-                            leaseOptions(kTokens, clock, 10s, 0));
-    Bucket exact(limit, storage, clock, limiterOptions("refill"));
-    // The same requests on a bucket of the test's own, for what the exact bucket admits.
-    Bucket reference(limit, storage, clock, limiterOptions("refill-reference"));
-    std::int64_t admitted = 0;
-    std::int64_t exactAdmitted = 0;
-    const auto request = [&](auto& limiter) {
-        admitted += limiter.tryAcquire("k").allowed ? 1 : 0;
-        exactAdmitted += reference.tryAcquire("k").allowed ? 1 : 0;
-    };
-    request(a);         // takes 5: 4 unspent
-    request(b);         // takes 5: 4 unspent, the bucket empty
-    clock.advance(1s);  // full again
-    for (int i = 0; i < 30; ++i) {
-        request(a);
-        request(b);
-        request(exact);
+    SECTION("without renewals: hosts x (tokens - 1)") {
+        // Each host takes 5 and keeps 4 unspent; the bucket of 10 is then half leased.
+        const RefillRace race =
+            raceAcrossRefill(*server, Limit::perSecond(10).withBurst(10), kTokens, 0, 1, 1s);
+        CHECK(race.exactAdmitted == 2 + 10);  // then a full bucket
+        CHECK(race.admitted - race.exactAdmitted == 2 * (kTokens - 1));
     }
-    CHECK(exactAdmitted == 12);                            // 2, then a full bucket of 10
-    CHECK(admitted - exactAdmitted == 2 * (kTokens - 1));  // the leases spent after the refill
-}
-
-TEST_CASE(
-    "LeasedLimiter: with renewals the over-admission reaches hosts x (tokens - 1 + renewBelow)",
-    "[redis][leasing]") {
-    const auto server = startServer();
-    if (!server) {
-        return;
+    SECTION("with renewals: hosts x (tokens - 1 + renewBelow)") {
+        // Each host takes 5, and at 1 left renews: 6 unspent, and the bucket of 20 all leased.
+        constexpr std::int64_t kRenewBelow = 2;
+        const RefillRace race = raceAcrossRefill(*server, Limit::perSecond(10).withBurst(20),
+                                                 kTokens, kRenewBelow, 4, 2s);
+        CHECK(race.leasedBeforeRefill == 20);
+        CHECK(race.exactAdmitted == 8 + 20);
+        CHECK(race.admitted - race.exactAdmitted == 2 * (kTokens - 1 + kRenewBelow));
     }
-    const RedisStorage storage(storageOptions(*server, "rl-lease"));
-    ManualClock clock;
-    const Limit limit = Limit::perSecond(10).withBurst(20);
-    constexpr std::int64_t kTokens = 5;
-    constexpr std::int64_t kRenewBelow = 2;
-    LeasedLimiter<Bucket> a(Bucket(limit, storage, clock, limiterOptions("renewals")),
-                            leaseOptions(kTokens, clock, 10s, kRenewBelow));
-    LeasedLimiter<Bucket> b(Bucket(limit, storage, clock, limiterOptions("renewals")),
-                            leaseOptions(kTokens, clock, 10s, kRenewBelow));
-    Bucket exact(limit, storage, clock, limiterOptions("renewals"));
-    Bucket reference(limit, storage, clock, limiterOptions("renewals-reference"));
-    std::int64_t admitted = 0;
-    std::int64_t exactAdmitted = 0;
-    const auto request = [&](auto& limiter) {
-        admitted += limiter.tryAcquire("k").allowed ? 1 : 0;
-        exactAdmitted += reference.tryAcquire("k").allowed ? 1 : 0;
-    };
-    for (int i = 0; i < 4; ++i) {
-        request(a);  // a lease of 5, then at 1 left a renewal: 6 unspent
-        request(b);
-    }
-    REQUIRE(admitted == 8);
-    REQUIRE(exact.peek("k", 0).remaining == 0);  // the bucket's 20 leased
-    clock.advance(2s);                           // both buckets full again
-    for (int i = 0; i < 30; ++i) {
-        request(a);
-        request(b);
-        request(exact);
-    }
-    CHECK(exactAdmitted == 8 + 20);
-    CHECK(admitted - exactAdmitted == 2 * (kTokens - 1 + kRenewBelow));
 }
 
 TEST_CASE("LeasedLimiter: 8 threads of one host hold one lease, so the bound is per host",
