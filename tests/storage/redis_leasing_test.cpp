@@ -287,12 +287,19 @@ TEST_CASE("LeasedLimiter: a renewal under way holds up none of the host's other 
     const std::uint64_t before = storage.stats().requests;
     server->pause();  // the renewal's call waits until the server runs again
     std::atomic<bool> renewed{false};
+    Decision renewer;  // read after the join: Catch's assertions are for the test's thread
     std::thread renewing([&] {
-        CHECK(leased.tryAcquire("k").allowed);  // leaves 4: renews
+        renewer = leased.tryAcquire("k");  // leaves 4: renews
         renewed = true;
     });
-    while (storage.stats().requests == before) {
+    const auto until = std::chrono::steady_clock::now() + 10s;
+    while (storage.stats().requests == before && std::chrono::steady_clock::now() < until) {
         std::this_thread::yield();  // until the renewal is sent
+    }
+    if (storage.stats().requests == before) {
+        server->resume();
+        renewing.join();
+        FAIL("the request that left 4 sent no renewal");
     }
     for (int i = 0; i < 4; ++i) {
         const Decision d = leased.tryAcquire("k");
@@ -302,6 +309,7 @@ TEST_CASE("LeasedLimiter: a renewal under way holds up none of the host's other 
     CHECK_FALSE(renewed.load());  // the 4 were answered while the renewal waited
     server->resume();
     renewing.join();
+    CHECK(renewer.allowed);
     CHECK(leased.peek("k", 0).remaining == 80);  // the lease and its renewal
     for (int i = 0; i < 5; ++i) {
         CHECK(leased.tryAcquire("k").allowed);  // from the renewed 10, leaving 5: no renewal
