@@ -9,10 +9,12 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <exception>
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -24,6 +26,7 @@
 #include <ratelimit/algorithms/model.hpp>
 #include <ratelimit/algorithms/token_bucket.hpp>
 #include <ratelimit/decision.hpp>
+#include <ratelimit/detail/lease_call.hpp>
 #include <ratelimit/detail/throw.hpp>
 
 namespace ratelimit {
@@ -37,7 +40,8 @@ struct LeaseOptions {
     /// 1: every request goes to the store, exactly as without leasing. Default 16.
     std::int64_t tokens = 16;
     /// How long a host answers from a lease after taking it; what it did not use then goes
-    /// back to the store. Default 1 s; 1 ms … 1 h.
+    /// back to the store, at the host's next request. A store with a lease ledger (Redis) takes
+    /// back by itself the lease of a host silent for two lifetimes. Default 1 s; 1 ms … 1 h.
     std::chrono::milliseconds lifetime{1000};
     /// Renewal: when a request leaves fewer than this many tokens unspent, its thread takes the
     /// next lease of `tokens` after answering it, while the host's other threads go on spending
@@ -58,7 +62,9 @@ struct LeaseOptions {
 /// are answered from local leases: a request the key's lease cannot cover takes `tokens` at once
 /// from the store, its own cost among them, and the following requests spend the rest here,
 /// without a round trip, until they run out or the lease's `lifetime` passes. Then what is left
-/// goes back to the store (a refund) and the next request takes a new lease. A request that
+/// goes back to the store, at the host's next request on any key, and a request on the key
+/// takes a new lease. In Redis, each leased key's ledger records what each host may hold, and
+/// gives back the lease of a host silent for two lifetimes (a host that died). A request that
 /// leaves fewer than `renewBelow` unspent renews: its thread takes `tokens` more after its own
 /// answer is settled, while the others spend what is left. One thread of a host takes a key's
 /// lease at a time; the others wait for it (one store call's time) only when nothing is left.
@@ -67,8 +73,9 @@ struct LeaseOptions {
 /// admits more than its bucket allows. What a lease changes is when they are spent: a host
 /// spending leased tokens after the bucket refilled admits beyond what the exact bucket would,
 /// by at most the tokens it holds unspent, `tokens − 1 + renewBelow`, so across hosts by at
-/// most `hosts × (tokens − 1 + renewBelow)` over any span of time. With `tokens == 1` nothing is
-/// leased and the decisions are the limiter's own.
+/// most `hosts × (tokens − 1 + renewBelow)` over any span of time; a lease the store takes back
+/// whole adds what was spent of it, at most `tokens − 1 + renewBelow` (docs/semantics.md,
+/// "Token leases"). With `tokens == 1` nothing is leased and the decisions are the limiter's own.
 ///
 /// A request the lease covers is answered here: allowed, with `remaining` the store's as of the
 /// lease plus the lease's unspent tokens, and the store's `resetAfter` as of the lease. The
@@ -91,9 +98,9 @@ public:
     /// Costs above this go to the store as they are.
     static constexpr std::int64_t kMaxTokens = std::int64_t{1} << 20;
 
-    /// Wraps `limiter` (a copy shares its storage). Throws: `std::invalid_argument` naming an
-    /// option outside its range, or a dry-run limiter (whose leases would spend nothing). Does
-    /// no I/O.
+    /// Wraps `limiter` (a copy shares its storage) and draws this host's name in the store's
+    /// lease ledgers. Throws: `std::invalid_argument` naming an option outside its range, or a
+    /// dry-run limiter (whose leases would spend nothing). Does no store I/O.
     explicit LeasedLimiter(L limiter, LeaseOptions options = {})
         : limiter_(std::move(limiter)), options_(checked(std::move(options))) {
         if (limiter_.options().dryRun) {
@@ -103,15 +110,18 @@ public:
         }
     }
 
-    /// `L::tryAcquire`, from the key's lease when it covers `cost`.
+    /// `L::tryAcquire`, from the key's lease when it covers `cost`. Before it, a request
+    /// settles the lease of this host that ended first, when one on another key ended
+    /// unsettled: one store call that gives back what it left unspent.
     /// Throws: as `L::tryAcquire`.
     Decision tryAcquire(std::string_view key, std::int64_t cost = 1) {
         if (cost <= 0 || cost > kMaxTokens || options_.tokens == 1) {
             return limiter_.tryAcquire(key, cost);
         }
-        std::int64_t unspent = 0;
-        bool takesLease = false;
         std::unique_lock<std::mutex> lock(mutex_);
+        if (anotherLeaseEnded(key)) [[unlikely]] {
+            settleFirstEnded(lock);
+        }
         for (;;) {
             auto found = leases_.find(key);
             if (found == leases_.end()) {
@@ -127,70 +137,81 @@ public:
                 lease.tokens -= cost;
                 const Decision d = fromLease(lease);
                 if (renewsNow(lease)) {
+                    detail::LeaseCall renewal = callFor(lease);
+                    renewal.cost = renewal.leased = options_.tokens;
+                    renewal.held = lease.tokens;
                     lease.taking = true;
                     lock.unlock();
-                    renew(key);
+                    callQuietly(key, renewal);
                 }
                 return d;
             }
             if (lease.taking) {
-                taken_.wait(lock);  // another thread takes the key's lease: one store call
+                taken_.wait(lock);  // another thread calls the store for the key: one call
                 continue;
             }
-            takesLease = !lease.storeKnown || lease.storeRemaining >= cost + options_.tokens - 1;
-            if (takesLease || !live) {
-                unspent = std::exchange(lease.tokens, 0);  // back to the store
+            const bool takes =
+                !lease.storeKnown || lease.storeRemaining >= cost + options_.tokens - 1;
+            if (!takes && (live || (lease.tokens == 0 && lease.recorded == 0))) {
+                break;  // nothing to give back or to settle: the store, for the cost alone
             }
-            lease.taking = takesLease;
-            break;
+            // A new lease, or the ended one settled with the request's own cost.
+            detail::LeaseCall call = callFor(lease);
+            call.returned = std::exchange(lease.tokens, 0);
+            call.cost = cost;
+            if (takes) {
+                call.leased = options_.tokens - 1;
+                call.cost += call.leased;
+            }
+            lease.taking = true;
+            lock.unlock();
+            return storeCall(key, call, cost);
         }
         lock.unlock();
-        if (unspent > 0) {
-            refundQuietly(key, unspent);
-        }
-        if (!takesLease) {
-            return remembered(key, limiter_.tryAcquire(key, cost));
-        }
-        try {
-            return take(key, cost);
-        } catch (...) {
-            settle(key, nullptr);
-            throw;
-        }
+        return remembered(key, limiter_.tryAcquire(key, cost));
     }
 
     /// `L::peek`: the store's view, leases taken by any host already spent.
     Decision peek(std::string_view key, std::int64_t cost = 1) { return limiter_.peek(key, cost); }
 
-    /// Drops this host's lease on `key` and resets the key in the store.
+    /// Drops this host's lease on `key` and resets the key in the store (its lease ledger
+    /// included).
     void reset(std::string_view key) {
         {
             const std::lock_guard<std::mutex> lock(mutex_);
             if (const auto found = leases_.find(key); found != leases_.end()) {
                 found->second.tokens = 0;
+                found->second.recorded = 0;
                 found->second.storeKnown = false;
             }
         }
         limiter_.reset(key);
     }
 
-    /// Gives every unspent leased token back to the store (at shutdown). Throws: the first
-    /// refund's exception, after every other refund was tried.
+    /// Gives every unspent leased token back to the store and settles this host's ledger
+    /// entries (at shutdown). Throws: the first store call's exception, after every other
+    /// call was tried.
     void returnLeases() {
-        std::vector<std::pair<std::string, std::int64_t>> unspent;
+        std::vector<std::pair<std::string, detail::LeaseCall>> calls;
         {
             const std::lock_guard<std::mutex> lock(mutex_);
             for (auto& [key, lease] : leases_) {
-                if (lease.tokens > 0) {
-                    unspent.emplace_back(key, std::exchange(lease.tokens, 0));
+                if (!lease.taking && (lease.tokens > 0 || lease.recorded > 0)) {
+                    detail::LeaseCall call = callFor(lease);
+                    call.returned = std::exchange(lease.tokens, 0);
+                    lease.taking = true;
+                    calls.emplace_back(key, call);
                 }
             }
         }
         std::exception_ptr first;
-        for (const auto& [key, tokens] : unspent) {
+        for (const auto& [key, call] : calls) {
+            const auto sent = now();
             try {
-                (void)limiter_.refund(key, tokens);
+                const Decision d = exchange(key, call);
+                settle(key, call, d.degraded ? nullptr : &d, sent);
             } catch (...) {
+                settle(key, call, nullptr, sent);
                 first = first ? first : std::current_exception();
             }
         }
@@ -205,12 +226,16 @@ public:
     [[nodiscard]] const LeaseOptions& options() const noexcept { return options_; }
 
 private:
+    using TimePoint = std::chrono::steady_clock::time_point;
+
     struct Lease {
         std::int64_t tokens = 0;  // unspent
-        std::chrono::steady_clock::time_point expires{};
+        TimePoint expires{};
+        std::int64_t recorded = 0;        // what the store's ledger holds for this host
         std::int64_t storeRemaining = 0;  // the store's last answer for the key
         bool storeKnown = false;
-        bool taking = false;  // a thread is taking a new lease
+        bool taking = false;  // a thread calls the store for the key's lease
+        bool queued = false;  // in `ending_`
         Decision taken{};     // the store's answer that took the lease
     };
 
@@ -222,23 +247,51 @@ private:
         }
     };
 
-    /// Takes `tokens` for a request of `cost` (this thread alone takes the key's lease), or,
-    /// when the store cannot spare them, asks for `cost` alone.
-    Decision take(std::string_view key, std::int64_t cost) {
-        const std::int64_t extra = options_.tokens - 1;
-        const Decision d = limiter_.tryAcquire(key, cost + extra);
+    /// A store call for `lease`: this host, its ledger entry, and how long the store keeps it,
+    /// two lifetimes, so that a host settles a lease that ended well before the store takes it
+    /// back whole. The caller fills in the rest.
+    [[nodiscard]] detail::LeaseCall callFor(const Lease& lease) const noexcept {
+        detail::LeaseCall call;
+        call.host = host_;
+        call.recorded = lease.recorded;
+        call.life = 2 * options_.lifetime;
+        return call;
+    }
+
+    /// The store's answer to `call` (this thread alone calls for the key), where the storage
+    /// keeps a lease ledger (`L::lease`); otherwise the unspent tokens refunded, then the step.
+    Decision exchange(std::string_view key, const detail::LeaseCall& call) {
+        if constexpr (requires { limiter_.lease(key, call); }) {
+            return limiter_.lease(key, call);
+        } else {
+            if (call.returned > 0) {
+                refundQuietly(key, call.returned);
+            }
+            return call.cost > 0 ? limiter_.tryAcquire(key, call.cost) : Decision{};
+        }
+    }
+
+    /// Takes a lease, or settles an ended one, in one store call that also spends the request's
+    /// `cost`. A store that refuses the lease, or fails, answers the request for its own cost
+    /// instead: no lease comes out of a failure policy (a fallback table keeps its tokens spent).
+    Decision storeCall(std::string_view key, const detail::LeaseCall& call, std::int64_t cost) {
+        const TimePoint sent = now();
+        Decision d;
+        try {
+            d = exchange(key, call);
+        } catch (...) {
+            settle(key, call, nullptr, sent);
+            throw;
+        }
         if (d.degraded) {
-            // No lease out of the failure policy: its answer for the request's own cost (the
-            // breaker now open, without I/O; a fallback table keeps the lease's tokens spent).
-            settle(key, nullptr);
-            return limiter_.tryAcquire(key, cost);
+            settle(key, call, nullptr, sent);
+            return call.leased > 0 ? limiter_.tryAcquire(key, cost) : d;
         }
-        if (!d.allowed) {
-            const Decision own = limiter_.tryAcquire(key, cost);
-            settle(key, own.degraded ? nullptr : &own);
-            return own;
+        if (!d.allowed && call.leased > 0) {
+            settle(key, call, &d, sent);
+            return remembered(key, limiter_.tryAcquire(key, cost));
         }
-        return settle(key, &d, extra);
+        return settle(key, call, &d, sent);
     }
 
     /// Whether a request that just spent from the live `lease` takes the next one: it left fewer
@@ -248,22 +301,26 @@ private:
                (!lease.storeKnown || lease.storeRemaining >= options_.tokens);
     }
 
-    /// Takes `tokens` more for the key's live lease (this thread alone takes it). Its request
-    /// was answered from the lease already, so nothing here fails it: a store that fails or
-    /// refuses adds nothing, and the next request that finds the lease spent asks again.
-    void renew(std::string_view key) noexcept {
+    /// A store call whose request was answered already (a renewal, a settlement): nothing here
+    /// fails a request, so a store that fails or refuses adds nothing, and the next request that
+    /// finds the lease spent asks again.
+    void callQuietly(std::string_view key, const detail::LeaseCall& call) noexcept {
+        const TimePoint sent = now();
         try {
-            const Decision d = limiter_.tryAcquire(key, options_.tokens);
-            const bool granted = d.allowed && !d.degraded;
-            (void)settle(key, d.degraded ? nullptr : &d, granted ? options_.tokens : 0);
+            const Decision d = exchange(key, call);
+            (void)settle(key, call, d.degraded ? nullptr : &d, sent);
         } catch (...) {
-            (void)settle(key, nullptr);
+            (void)settle(key, call, nullptr, sent);
         }
     }
 
-    /// Ends a take: the store's answer `d` (null: none to keep) and the `tokens` it added to the
-    /// lease.
-    Decision settle(std::string_view key, const Decision* d, std::int64_t tokens = 0) {
+    /// Ends this thread's store call `call`, sent at `sent`, with the store's answer `d` (null:
+    /// none, the store failed): the lease gains what the call leased when the step admitted,
+    /// for a lifetime from `sent`; the ledger entry's figure follows the call, or, when the
+    /// call failed and may or may not have run, the larger of the two (the store then takes
+    /// back no less than the host holds).
+    Decision settle(std::string_view key, const detail::LeaseCall& call, const Decision* d,
+                    TimePoint sent) {
         const std::lock_guard<std::mutex> lock(mutex_);
         auto found = leases_.find(key);
         if (found == leases_.end()) {  // dropped meanwhile (a full table's sweep cannot: taking)
@@ -273,17 +330,60 @@ private:
         lease.taking = false;
         taken_.notify_all();
         if (d == nullptr) {
+            lease.recorded = std::max(lease.recorded, call.held + call.leased);
             return Decision{};
         }
-        lease.storeRemaining = d->remaining;
-        lease.storeKnown = true;
-        if (tokens > 0) {
-            lease.tokens += tokens;
-            lease.expires = now() + options_.lifetime;
-            lease.taken = *d;
-            return fromLease(lease);
+        const std::int64_t granted = d->allowed && call.cost > 0 ? call.leased : 0;
+        lease.recorded = call.held + granted;
+        if (call.cost > 0) {
+            lease.storeRemaining = d->remaining;
+            lease.storeKnown = true;
         }
-        return *d;
+        if (granted == 0) {
+            return *d;
+        }
+        lease.tokens += granted;
+        lease.expires = sent + options_.lifetime;
+        lease.taken = *d;
+        if (!lease.queued) {
+            ending_.emplace_back(found->first, lease.expires);
+            lease.queued = true;
+        }
+        return fromLease(lease);
+    }
+
+    /// Whether the lease that ended first is due for settling and on a key other than `key`
+    /// (whose own lease a request on it settles with its own store call). Lock held.
+    [[nodiscard]] bool anotherLeaseEnded(std::string_view key) const {
+        return !ending_.empty() && ending_.front().second <= now() && ending_.front().first != key;
+    }
+
+    /// Settles the lease that ended first (`ending_`, in about the order leases end, their
+    /// lifetime being one): what it left unspent goes back, and the ledger entry goes. Lock
+    /// held; the store call runs without it.
+    void settleFirstEnded(std::unique_lock<std::mutex>& lock) {
+        auto [key, due] = std::move(ending_.front());
+        ending_.pop_front();
+        const auto found = leases_.find(key);
+        if (found == leases_.end()) {
+            return;
+        }
+        Lease& lease = found->second;
+        lease.queued = false;
+        if (lease.expires > due) {  // renewed since: settled when its new lifetime ends
+            ending_.emplace_back(std::move(key), lease.expires);
+            lease.queued = true;
+            return;
+        }
+        if (lease.taking || (lease.tokens == 0 && lease.recorded == 0)) {
+            return;  // a store call settles it, or nothing is left to settle
+        }
+        detail::LeaseCall call = callFor(lease);
+        call.returned = std::exchange(lease.tokens, 0);
+        lease.taking = true;
+        lock.unlock();
+        callQuietly(key, call);
+        lock.lock();
     }
 
     /// `d`, the store's answer to a request for its own cost, kept as the key's last figure so
@@ -318,9 +418,8 @@ private:
         return d;
     }
 
-    /// Whether one more key fits, after dropping the expired leases (their unspent tokens stay
-    /// spent; at most once per `lifetime`, so a table full of live leases costs no scan per call).
-    /// Lock held.
+    /// Whether one more key fits, after dropping the leases that ended and were settled (at most
+    /// once per `lifetime`, so a table full of live leases costs no scan per call). Lock held.
     bool roomForOneMore() {
         if (leases_.size() < options_.maxKeys) {
             return true;
@@ -332,12 +431,12 @@ private:
         nextSweep_ = t + options_.lifetime;
         std::erase_if(leases_, [t](const auto& entry) {
             const Lease& l = entry.second;
-            return !l.taking && l.expires <= t;  // what it left unspent stays spent
+            return !l.taking && l.expires <= t && l.tokens == 0 && l.recorded == 0;
         });
         return leases_.size() < options_.maxKeys;
     }
 
-    [[nodiscard]] std::chrono::steady_clock::time_point now() const {
+    [[nodiscard]] TimePoint now() const {
         return options_.clock ? options_.clock() : std::chrono::steady_clock::now();
     }
 
@@ -364,12 +463,35 @@ private:
         return o;
     }
 
+    /// This host's name in the store's lease ledgers: 128 random bits in hex, so that no two
+    /// hosts (nor two runs of one) share an entry.
+    static std::string randomHostName() {
+        constexpr std::string_view kDigits = "0123456789abcdef";
+        constexpr int kWords = 4;
+        constexpr unsigned kNibble = 4;
+        constexpr std::uint32_t kNibbleMask = 0xF;
+        constexpr unsigned kWordBits = 32;
+        std::random_device device;
+        std::string name;
+        for (int i = 0; i < kWords; ++i) {
+            const std::uint32_t word = device();
+            for (unsigned shift = kWordBits; shift > 0;) {
+                shift -= kNibble;
+                name.push_back(kDigits[(word >> shift) & kNibbleMask]);
+            }
+        }
+        return name;
+    }
+
     L limiter_;
     LeaseOptions options_;
+    std::string host_ = randomHostName();
     std::mutex mutex_;
-    std::condition_variable taken_;                                         // a take ended
+    std::condition_variable taken_;  // a store call for a key's lease ended
     std::unordered_map<std::string, Lease, Hash, std::equal_to<>> leases_;  // guarded by mutex_
-    std::chrono::steady_clock::time_point nextSweep_{};                     // guarded by mutex_
+    /// The leases still to settle when they end, in the order they end (guarded by mutex_).
+    std::deque<std::pair<std::string, TimePoint>> ending_;
+    TimePoint nextSweep_{};  // guarded by mutex_
 };
 
 }  // namespace v1

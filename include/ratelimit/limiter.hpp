@@ -20,6 +20,7 @@
 #include <ratelimit/detail/checked_math.hpp>
 #include <ratelimit/detail/chrono.hpp>
 #include <ratelimit/detail/inline.hpp>
+#include <ratelimit/detail/lease_call.hpp>
 #include <ratelimit/detail/ref_counted.hpp>
 #include <ratelimit/detail/siphash.hpp>
 #include <ratelimit/detail/throw.hpp>
@@ -56,6 +57,17 @@ class Limiter {
     static constexpr std::int64_t kNanosPerTick = detail::kStorageNanosPerTick<Storage> > 0
                                                       ? detail::kStorageNanosPerTick<Storage>
                                                       : detail::kNanosPerTick<Clock>;
+
+    /// The storage's table for this limiter's namespace.
+    using Table = decltype(std::declval<const Storage&>().template table<Model>(
+        std::declval<const LimiterOptions&>(), std::declval<const QuotaOf<Model>&>()));
+
+    /// Whether the storage keeps a lease ledger for the model (`lease`).
+    static constexpr bool kLeaseLedger =
+        requires(const Table& t, std::string_view key, detail::TickSource now,
+                 const detail::LeaseCall& call) {
+        t.lease(key, now, call);
+    };
 
 public:
     using Options = LimiterOptions;
@@ -177,6 +189,25 @@ public:
     Decision penalize(std::string_view key,
                       std::int64_t strikes = 1) requires detail::kIsPenalized<Model> {
         return stepNow(key, strikes, StepMode::kPenalize);
+    }
+
+    /// A `LeasedLimiter`'s store call on `key`, where the storage keeps a lease ledger (Redis):
+    /// the step of `call.cost`, heard by the listener as `tryAcquire`'s, and the calling host's
+    /// entry in the key's ledger, at once (docs/semantics.md, "Token leases").
+    /// Throws: as `tryAcquire`.
+    Decision lease(std::string_view key, const detail::LeaseCall& call) requires kLeaseLedger {
+        checkCost(call.cost);
+        Decision d;
+        if constexpr (detail::kStoreSideClock<Clock>) {
+            d = table_.leaseAtStoreTime(key, call);
+        } else {
+            const auto read = [this, &key] {
+                return detail::satSub(ticks(clock_.now()), phaseOf(key));
+            };
+            d = table_.lease(key, detail::TickSource(read, detail::kSteadyClock<Clock>), call);
+        }
+        notify(key, call.cost, d);
+        return d;
     }
 
     /// Forgets everything about `key`: its next request meets a fresh limit.
@@ -431,8 +462,7 @@ private:
     Clock clock_;
     Options options_;
     detail::Ref<DryRunCount> dryRunRefusals_;  ///< dry-run only
-    decltype(std::declval<const Storage&>().template table<Model>(
-        std::declval<const Options&>(), std::declval<const QuotaOf<Model>&>())) table_;
+    Table table_;
     /// What `LimiterOptions::listener` attached for this limiter; null without one.
     DecisionListener* listener_;
 };

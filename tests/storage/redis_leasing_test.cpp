@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <latch>
 #include <limits>
 #include <memory>
@@ -438,10 +439,120 @@ TEST_CASE("LeasedLimiter: what a lease leaves unspent goes back after its lifeti
     CHECK(storeCalls(storage) == 2);        // the lease, and the peek
     clock.advance(1ms);
     CHECK(leased.tryAcquire("k").allowed);  // the 8 unspent go back, a new lease of 10
-    CHECK(storeCalls(storage) == 4);        // and the refund, and the new lease
+    CHECK(storeCalls(storage) == 3);        // both in one call
     CHECK(leased.peek("k", 0).remaining == 88);
     leased.returnLeases();
     CHECK(leased.peek("k", 0).remaining == 97);  // 3 requests admitted in all
+}
+
+namespace {
+
+/// The entries of the lease ledgers under `server`: host names, each with its tokens.
+std::vector<std::pair<std::string, std::int64_t>> ledgerEntries(const RedisServer& server) {
+    const RedisContextPtr raw = connectTo(server);
+    const RedisReplyPtr keys = command(raw.get(), {"KEYS", "*:leases{*"});
+    REQUIRE(keys->type == REDIS_REPLY_ARRAY);
+    std::vector<std::pair<std::string, std::int64_t>> entries;
+    for (std::size_t k = 0; k < keys->elements; ++k) {
+        const std::string_view key(keys->element[k]->str, keys->element[k]->len);
+        CHECK(integerReply(command(raw.get(), {"PTTL", key})) > 0);
+        const RedisReplyPtr all = command(raw.get(), {"HGETALL", key});
+        REQUIRE(all->type == REDIS_REPLY_ARRAY);
+        for (std::size_t i = 0; i + 1 < all->elements; i += 2) {
+            double tokens = 0;  // the entry packs {tokens, expires} as two doubles
+            REQUIRE(all->element[i + 1]->len == 2 * sizeof(double));
+            std::memcpy(&tokens, all->element[i + 1]->str, sizeof tokens);
+            entries.emplace_back(std::string(all->element[i]->str, all->element[i]->len),
+                                 static_cast<std::int64_t>(tokens));
+        }
+    }
+    return entries;
+}
+
+/// A host leasing 10 tokens for 2 s from a bucket of 100 that refills 1 an hour, named `name`.
+std::unique_ptr<LeasedLimiter<Bucket>> ledgerHost(const RedisStorage& storage,
+                                                  const ManualClock& clock,
+                                                  const std::string& name) {
+    return std::make_unique<LeasedLimiter<Bucket>>(
+        Bucket(Limit::perHour(1).withBurst(100), storage, clock, limiterOptions(name)),
+        leaseOptions(10, clock, 2s, 0));
+}
+
+}  // namespace
+
+TEST_CASE("LeasedLimiter: a host that dies holding a lease leaks it for two lifetimes, no more",
+          "[redis][leasing]") {
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    const RedisStorage storage(storageOptions(*server, "rl-lease"));
+    ManualClock clock;
+    auto dying = ledgerHost(storage, clock, "dies");
+    REQUIRE(dying->tryAcquire("k").allowed);  // spends 1 of a lease of 10
+    REQUIRE(ledgerEntries(*server).size() == 1);
+    REQUIRE(ledgerEntries(*server).front().second == 9);
+    dying.reset();  // gone without returning its 9
+    auto other = ledgerHost(storage, clock, "dies");
+    clock.advance(3999ms);
+    REQUIRE(other->tryAcquire("k").allowed);  // a lease of 10; the dead host's entry still lives
+    CHECK(other->peek("k", 0).remaining == 80);
+    CHECK(ledgerEntries(*server).size() == 2);
+    clock.advance(1ms);  // two lifetimes since the dead host's lease
+    auto third = ledgerHost(storage, clock, "dies");
+    REQUIRE(third->tryAcquire("k").allowed);  // its lease takes the dead host's 9 back
+    CHECK(third->peek("k", 0).remaining == 80 + 9 - 10);
+    const auto entries = ledgerEntries(*server);
+    CHECK(entries.size() == 2);  // the two live hosts', 9 each
+    for (const auto& [host, tokens] : entries) {
+        CHECK(tokens == 9);
+    }
+}
+
+TEST_CASE("LeasedLimiter: a host settles a lease that ended at its next request on any key",
+          "[redis][leasing]") {
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    const RedisStorage storage(storageOptions(*server, "rl-lease"));
+    ManualClock clock;
+    auto host = ledgerHost(storage, clock, "settles");
+    for (int i = 0; i < 4; ++i) {
+        REQUIRE(host->tryAcquire("k").allowed);  // 4 of a lease of 10: 6 unspent
+    }
+    clock.advance(2s);  // the lease ended
+    REQUIRE(host->tryAcquire("another").allowed);
+    CHECK(host->peek("k", 0).remaining == 96);    // the 6 came back before "another" leased
+    REQUIRE(ledgerEntries(*server).size() == 1);  // "another"'s alone
+    // Past the store's two lifetimes, a lease call on "k" takes back nothing more.
+    clock.advance(5s);
+    auto other = ledgerHost(storage, clock, "settles");
+    REQUIRE(other->tryAcquire("k").allowed);
+    CHECK(other->peek("k", 0).remaining == 86);
+}
+
+TEST_CASE("LeasedLimiter: a host whose lease the store took back pays again what it spent of it",
+          "[redis][leasing]") {
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    const RedisStorage storage(storageOptions(*server, "rl-lease"));
+    ManualClock clock;
+    auto late = ledgerHost(storage, clock, "late");
+    auto other = ledgerHost(storage, clock, "late");
+    for (int i = 0; i < 5; ++i) {
+        REQUIRE(late->tryAcquire("k").allowed);  // 5 of a lease of 10: 5 unspent
+    }
+    clock.advance(4s);                        // silent past two lifetimes
+    REQUIRE(other->tryAcquire("k").allowed);  // takes back the late host's 9, leases 10
+    CHECK(other->peek("k", 0).remaining == 90 + 9 - 10);
+    // The late host's next request settles its lease: the store takes the 4 it spent since its
+    // entry was written again, and the 5 unspent stay in the store. Then a new lease of 10.
+    REQUIRE(late->tryAcquire("k").allowed);
+    // 7 requests admitted, 9 leased unspent in each host: exact.
+    CHECK(late->peek("k", 0).remaining == 100 - 7 - 2 * 9);
 }
 
 TEST_CASE("LeasedLimiter: a lease of one token decides as the limiter alone", "[redis][leasing]") {

@@ -223,6 +223,81 @@ if remaining < 0 then remaining = 0 end
 return {allowed and 1 or 0, q.capacity, remaining, retry, reset, started and 1 or 0}
 )lua";
 
+/// The arguments of a lease's call (`LeaseCall`), after the quota's, in ARGV order.
+inline constexpr std::array<std::string_view, 6> kLeaseArguments{"host", "recorded", "returned",
+                                                                 "held", "leased",   "life"};
+
+/// The main chunk of a bucket's lease script (`LeasedLimiter` over Redis; `kLuaMain`'s place,
+/// with the same glue): the step of `cost`, and this host's entry in the key's lease ledger,
+/// `KEYS[2]`, a hash of host to {tokens it may hold unspent, when the store takes them back}.
+/// Atomically, before the step: every other host's expired entry comes back to the bucket (a
+/// host that died leaks nothing past its entry's life); then, when this host's entry is there,
+/// `returned` comes back; when it is not (taken back while the host still counted it: its
+/// calls or its clock were late), the store takes again what the host spent and holds of it,
+/// `recorded − returned`, as far as the bucket has it. After the step, the entry holds `held`,
+/// plus `leased` when the step admitted, until `now + life`. The ledger lives until every
+/// entry has expired and the bucket has refilled, after which it changes nothing. Replies as
+/// `kLuaMain`.
+inline constexpr std::string_view kLuaLeaseMain = R"lua(
+local at = #ARGV - 6
+local host = ARGV[at + 1]
+local recorded, returned = tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
+local held, leased, life = tonumber(ARGV[at + 4]), tonumber(ARGV[at + 5]), tonumber(ARGV[at + 6])
+local late = 0
+local last = model.lastWrite(state)
+if last ~= nil and now < last and last - now <= q.lateTolerance then
+  late = last - now
+  now = last
+end
+local ledger = KEYS[2]
+local back, mine = 0, false
+local entries = redis.call('HGETALL', ledger)
+for i = 1, #entries, 2 do
+  if entries[i] == host then
+    mine = true
+  else
+    local tokens, expires = struct.unpack('<dd', entries[i + 1])
+    if expires <= now then
+      back = back + tokens
+      redis.call('HDEL', ledger, entries[i])
+    end
+  end
+end
+if mine then back = back + returned end
+local changed
+if back > 0 then changed = model.refund(state, q, now, back) end
+if not mine and recorded > returned then
+  local _, _, left = model.step(state, q, now, 0)
+  local owed = math.min(recorded - returned, left)
+  if owed > 0 then changed = model.step(state, q, now, owed) or changed end
+end
+local written, allowed, remaining, retry, reset = model.step(state, q, now, cost)
+changed = written or changed or carried
+local keep = held
+if allowed and cost > 0 then keep = keep + leased end
+if keep > 0 then
+  redis.call('HSET', ledger, host, struct.pack('<dd', keep, now + life))
+  local span = life + ceildiv(q.capacityUnits, q.unitsPerTick) + q.lateTolerance
+  redis.call('PEXPIRE', ledger, fmt(ceildiv(span, 1000) + 1))
+elseif mine then
+  redis.call('HDEL', ledger, host)
+end
+if changed then
+  local kept = (model.keep and model.keep(changed, q, reset, now) or reset) + q.lateTolerance
+  if allowed then
+    store(changed, kept)
+  else
+    pcall(store, changed, kept)
+  end
+end
+if late > 0 then
+  if retry > 0 then retry = retry + late end
+  if reset > 0 then reset = reset + late end
+end
+if remaining < 0 then remaining = 0 end
+return {allowed and 1 or 0, q.capacity, remaining, retry, reset, 0}
+)lua";
+
 /// What one model's script is made of.
 struct ScriptModel {
     std::string_view name;                          ///< the model's Lua table (`kName`)
@@ -470,10 +545,12 @@ inline void checkScriptNames(const ScriptModel& model,
 
 /// The script that runs one model's step: the helpers it uses, the model's Lua (defining the
 /// table `model.name`), the call's arguments, the model's glue, and the main chunk. No `#!lua`
-/// shebang. Throws: `std::invalid_argument` when a name is not a Lua identifier, or the state
-/// has no field.
+/// shebang. `main` is the main chunk: `kLuaMain`, or `kLuaLeaseMain` for a bucket's leases.
+/// Throws: `std::invalid_argument` when a name is not a Lua identifier, or the state has no
+/// field.
 inline std::string composeScript(const ScriptModel& model,
-                                 std::span<const std::string_view> quotaFields) {
+                                 std::span<const std::string_view> quotaFields,
+                                 std::string_view main = kLuaMain) {
     checkScriptNames(model, quotaFields);
     // Everything but the helpers, first, to see which helpers and quota fields it uses.
     std::string body;
@@ -482,9 +559,9 @@ inline std::string composeScript(const ScriptModel& model,
     }
     const std::size_t modelEnd = body.size();
     body.append(kLuaCall);
-    const std::string modelAndMain = body.substr(0, modelEnd).append(kLuaMain);
+    const std::string modelAndMain = body.substr(0, modelEnd).append(main);
     appendModelGlue(body, model, quotaFields, modelAndMain);
-    body.append(kLuaMain);
+    body.append(main);
     std::string script;
     appendLuaHelpers(script, body);
     script.append(body);

@@ -26,6 +26,7 @@
 #include <ratelimit/detail/chrono.hpp>
 #include <ratelimit/detail/circuit_breaker.hpp>
 #include <ratelimit/detail/fork_watch.hpp>
+#include <ratelimit/detail/lease_call.hpp>
 #include <ratelimit/detail/limit_epochs.hpp>
 #include <ratelimit/detail/per_process.hpp>
 #include <ratelimit/detail/redis_cluster.hpp>
@@ -621,6 +622,8 @@ public:
                                    std::string(M::kName))),
           script_(detail::scriptOf<M>()),
           sha_(detail::sha1Hex(script_)),
+          leaseScript_(leaseScript()),
+          leaseSha_(leaseScript_.empty() ? std::string() : detail::sha1Hex(leaseScript_)),
           enforced_(detail::Ref<Epochs>::make(Enforced{quota, detail::quotaArguments<M>(quota)})),
           policy_(options.failurePolicy),
           fallback_(detail::Ref<detail::RedisFallback<M>>::make(
@@ -644,11 +647,36 @@ public:
         return call(key, std::string(), phase, cost, mode, detail::satSub(local, phase), each);
     }
 
-    /// Deletes the key's state in Redis (and in the fallback table).
+    /// Whether the model keeps a lease ledger (`lease`): a plain token or leaky bucket.
+    static constexpr bool kLeasable =
+        M::kBucket && !detail::kIsLimitSet<M> && !detail::kIsPenalized<M> && !detail::kIsTiered<M>;
+
+    /// A `LeasedLimiter`'s call at the time `now` gives: the step of `lease.cost` and this
+    /// host's entry in the key's lease ledger, in one script (`detail::kLuaLeaseMain`).
+    [[nodiscard]] Decision lease(std::string_view key, detail::TickSource now,
+                                 const detail::LeaseCall& lease) const requires kLeasable {
+        const Tick tick = now();
+        return call(key, detail::decimal(tick), 0, lease.cost, StepMode::kConsume, tick, nullptr,
+                    &lease);
+    }
+
+    /// `lease` at the server's `TIME`.
+    [[nodiscard]] Decision leaseAtStoreTime(
+        std::string_view key, const detail::LeaseCall& lease) const requires kLeasable {
+        const Tick local = std::chrono::duration_cast<std::chrono::microseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+        return call(key, std::string(), 0, lease.cost, StepMode::kConsume, local, nullptr, &lease);
+    }
+
+    /// Deletes the key's state in Redis, its lease ledger included (and in the fallback table).
     void reset(std::string_view key) const {
         detail::RedisLink& link = shared_->links.current();
         fallback_->of(link).reset(key);
-        const std::vector<std::string> keys = redisKeys(key);
+        std::vector<std::string> keys = redisKeys(key);
+        if constexpr (kLeasable) {
+            keys.push_back(ledgerKey(key));
+        }
         std::string request;
         detail::appendCommandHeader(request, 1 + keys.size());
         detail::appendArgument(request, "DEL");
@@ -738,6 +766,13 @@ public:
         return out;
     }
 
+    /// The Redis key of `key`'s lease ledger, `<its state's key prefix>:leases<tag>`: a hash of
+    /// host to the tokens it may hold unspent and when the store takes them back, in the same
+    /// slot as the state.
+    [[nodiscard]] std::string ledgerKey(std::string_view key) const requires kLeasable {
+        return keyPrefixes_.front() + ":leases" + hashTag(key);
+    }
+
     /// The Redis key of a single model's `key` (see `redisKeys`).
     [[nodiscard]] std::string redisKey(std::string_view key) const
         requires(!detail::kIsLimitSet<Scripted>) {
@@ -771,6 +806,16 @@ private:
     /// Shared by the table's copies, so a change reaches all of them.
     using Epochs = detail::LimitEpochs<Enforced>;
 
+    /// A leasable model's lease script, or empty.
+    static std::string leaseScript() {
+        if constexpr (kLeasable) {
+            return detail::composeScript(detail::scriptModel<M>(), detail::kQuotaArgumentNames,
+                                         detail::kLuaLeaseMain);
+        } else {
+            return {};
+        }
+    }
+
     /// The key prefixes of the model's state, one per member for a set (see `redisKeys`).
     static std::vector<std::string> keyPrefixes(const std::string& base) {
         if constexpr (detail::kIsLimitSet<Scripted>) {
@@ -791,12 +836,18 @@ private:
     /// faster than the call can follow.
     static constexpr std::size_t kMaxRedirects = 5;
 
+    /// One call of the model's script, or with `lease` of its lease script.
     [[nodiscard]] Decision call(std::string_view key, const std::string& now, Tick phase,
-                                std::int64_t cost, StepMode mode, Tick fallbackNow,
-                                Each* each) const {
+                                std::int64_t cost, StepMode mode, Tick fallbackNow, Each* each,
+                                const detail::LeaseCall* lease = nullptr) const {
         detail::RedisLink& link = shared_->links.current();
         const Enforced& enforced = enforced_->current().value;
-        const std::vector<std::string> keys = redisKeys(key);
+        std::vector<std::string> keys = redisKeys(key);
+        if constexpr (kLeasable) {
+            if (lease != nullptr) {
+                keys.push_back(ledgerKey(key));
+            }
+        }
         const detail::Deadline deadline = shared_->deadline();
         const detail::ScriptCall script{now, cost, mode, phase};
         detail::RedisRoute route = link.route(keys.front(), deadline);
@@ -813,7 +864,7 @@ private:
             }
             detail::IoStatus status;
             const std::optional<Decision> answer =
-                run(node, route.asking, keys, script, deadline, status, each, enforced);
+                run(node, route.asking, keys, script, deadline, status, each, enforced, lease);
             if (answer) {
                 succeeded(link, node, admission);
                 link.afterCall(deadline);
@@ -897,22 +948,43 @@ private:
     std::optional<Decision> run(detail::RedisNode& node, bool asking,
                                 const std::vector<std::string>& keys,
                                 const detail::ScriptCall& script, detail::Deadline deadline,
-                                detail::IoStatus& status, Each* each,
-                                const Enforced& enforced) const {
-        const std::span<const std::string> arguments = callArguments(enforced, each);
+                                detail::IoStatus& status, Each* each, const Enforced& enforced,
+                                const detail::LeaseCall* lease) const {
+        std::span<const std::string> arguments = callArguments(enforced, each);
+        std::vector<std::string> withLease;
+        if (lease != nullptr) {
+            withLease = leaseArguments(arguments, *lease);
+            arguments = withLease;
+        }
+        const std::string& text = lease != nullptr ? leaseScript_ : script_;
+        const std::string& sha = lease != nullptr ? leaseSha_ : sha_;
         detail::ReplyPtr reply =
-            send(node, asking, "EVALSHA", sha_, keys, script, arguments, deadline, status);
+            send(node, asking, "EVALSHA", sha, keys, script, arguments, deadline, status);
         if (reply && isNoScript(*reply)) {
             // The script did not run (restart, failover, SCRIPT FLUSH, a node that never ran
             // it): the one resend allowed.
             shared_->scriptResends.fetch_add(1, std::memory_order_relaxed);
-            reply = send(node, asking, "EVAL", script_, keys, script, arguments, deadline, status);
+            reply = send(node, asking, "EVAL", text, keys, script, arguments, deadline, status);
         }
         if (!reply) {
             return std::nullopt;
         }
         return parse(*reply, status, detail::callEach<M>(each),
                      detail::callQuota<M>(enforced.quota, each));
+    }
+
+    /// A lease call's arguments: the quota's, then `detail::kLeaseArguments`.
+    static std::vector<std::string> leaseArguments(std::span<const std::string> quota,
+                                                   const detail::LeaseCall& lease) {
+        std::vector<std::string> arguments(quota.begin(), quota.end());
+        const auto lifeUs = detail::ceilDiv(lease.life.count(), std::int64_t{1000});
+        arguments.emplace_back(lease.host);
+        for (const std::int64_t v :
+             {lease.recorded, lease.returned, lease.held, lease.leased, lifeUs}) {
+            arguments.push_back(detail::decimal(v));
+        }
+        static_assert(detail::kLeaseArguments.size() == 6, "host, then five numbers");
+        return arguments;
     }
 
     /// The quota arguments a call sends: its tier's, for a tiered model.
@@ -1086,6 +1158,8 @@ private:
     std::vector<std::string> keyPrefixes_;
     std::string script_;
     std::string sha_;
+    std::string leaseScript_;  // a leasable model's, or empty
+    std::string leaseSha_;
     detail::Ref<Epochs> enforced_;
     FailurePolicy policy_;
     detail::Ref<detail::RedisFallback<M>> fallback_;
