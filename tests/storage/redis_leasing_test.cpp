@@ -2,8 +2,10 @@
 // store calls n-fold, renewals included; hosts of 8 threads each, in one process or in 4
 // processes, admit exactly the bucket at one instant; a renewal under way holds up no other
 // request; the over-admission across a refill reaches, and never passes,
-// hosts × (tokens − 1 + renewBelow); a lease that outlives its lifetime goes back to the store;
-// tokens = 1 decides as the limiter alone. Each test starts its own redis-server.
+// hosts × (tokens − 1 + renewBelow); a lease that outlives its lifetime goes back to the store,
+// at the host's next request on any key; the key's ledger gives back the lease of a host that
+// died two lifetimes after its last call, and a host whose lease was taken back pays again what
+// it spent; tokens = 1 decides as the limiter alone. Each test starts its own redis-server.
 
 #include <algorithm>
 #include <atomic>
@@ -269,6 +271,25 @@ TEST_CASE("LeasedLimiter: renewBelow defaults to a quarter of the lease", "[leas
     CHECK(renewBelow(16) == 4);
     CHECK(renewBelow(3) == 0);
     CHECK(renewBelow(1) == 0);
+}
+
+TEST_CASE("LeasedLimiter: in memory, an ended lease's unspent tokens go back at the next request",
+          "[leasing]") {
+    ManualClock clock;
+    using Memory = MemoryLimiter<ratelimit::TokenBucketModel>;
+    LeasedLimiter<Memory> leased(Memory(Limit::perHour(1).withBurst(100), MemoryStorage{}, clock),
+                                 leaseOptions(10, clock, 2s, 0));
+    for (int i = 0; i < 4; ++i) {
+        REQUIRE(leased.tryAcquire("k").allowed);  // 4 of a lease of 10: 6 unspent
+    }
+    CHECK(leased.peek("k", 0).remaining == 90);
+    clock.advance(1999ms);
+    REQUIRE(leased.tryAcquire("other").allowed);  // the lease on "k" still runs
+    CHECK(leased.peek("k", 0).remaining == 90);
+    clock.advance(1ms);
+    REQUIRE(leased.tryAcquire("other").allowed);  // from its lease, after settling "k"'s
+    CHECK(leased.peek("k", 0).remaining == 96);
+    CHECK(leased.peek("other", 0).remaining == 90);
 }
 
 TEST_CASE("LeasedLimiter: a renewal under way holds up none of the host's other requests",
