@@ -119,8 +119,10 @@ public:
             return limiter_.tryAcquire(key, cost);
         }
         std::unique_lock<std::mutex> lock(mutex_);
-        if (anotherLeaseEnded(key)) [[unlikely]] {
+        TimePoint t = now();
+        if (anotherLeaseEnded(key, t)) [[unlikely]] {
             settleFirstEnded(lock);
+            t = now();
         }
         for (;;) {
             auto found = leases_.find(key);
@@ -132,7 +134,7 @@ public:
                 found = leases_.emplace(std::string(key), Lease{}).first;
             }
             Lease& lease = found->second;
-            const bool live = now() < lease.expires;
+            const bool live = t < lease.expires;
             if (live && lease.tokens >= cost) {
                 lease.tokens -= cost;
                 const Decision d = fromLease(lease);
@@ -148,6 +150,7 @@ public:
             }
             if (lease.taking) {
                 taken_.wait(lock);  // another thread calls the store for the key: one call
+                t = now();
                 continue;
             }
             const bool takes =
@@ -354,8 +357,8 @@ private:
 
     /// Whether the lease that ended first is due for settling and on a key other than `key`
     /// (whose own lease a request on it settles with its own store call). Lock held.
-    [[nodiscard]] bool anotherLeaseEnded(std::string_view key) const {
-        return !ending_.empty() && ending_.front().second <= now() && ending_.front().first != key;
+    [[nodiscard]] bool anotherLeaseEnded(std::string_view key, TimePoint t) const {
+        return !ending_.empty() && ending_.front().second <= t && ending_.front().first != key;
     }
 
     /// Settles the lease that ended first (`ending_`, in about the order leases end, their
