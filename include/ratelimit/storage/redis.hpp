@@ -978,12 +978,13 @@ private:
                                                    const detail::LeaseCall& lease) {
         std::vector<std::string> arguments(quota.begin(), quota.end());
         const auto lifeUs = detail::ceilDiv(lease.life.count(), std::int64_t{1000});
+        const std::array numbers{lease.recorded, lease.returned, lease.held, lease.leased, lifeUs};
+        static_assert(detail::kLeaseArguments.size() == 1 + std::tuple_size_v<decltype(numbers)>,
+                      "the host, then the numbers");
         arguments.emplace_back(lease.host);
-        for (const std::int64_t v :
-             {lease.recorded, lease.returned, lease.held, lease.leased, lifeUs}) {
+        for (const std::int64_t v : numbers) {
             arguments.push_back(detail::decimal(v));
         }
-        static_assert(detail::kLeaseArguments.size() == 6, "host, then five numbers");
         return arguments;
     }
 
