@@ -4,7 +4,8 @@
 // worked scenarios on keys of every master decide as in memory, 8 threads in each of 4 processes
 // admit exactly the limit, a slot migrated under traffic loses and doubles no check (ASK, then
 // MOVED), and a killed master's slots are answered by the failure policy until its replica
-// takes over while the other masters' slots never notice. Tagged [cluster].
+// takes over while the other masters' slots never notice; a key's lease ledger shares its slot,
+// so a dead host's leases come back on every master. Tagged [cluster].
 
 #include "support/redis_cluster.hpp"
 
@@ -25,6 +26,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include <ratelimit/leasing.hpp>
 #include <ratelimit/redis.hpp>
 
 #include "support/catch.hpp"
@@ -613,6 +615,56 @@ TEST_CASE(
     CHECK(stats.shortCircuited ==
           0);  // a redirect is the server's answer: the breaker stays closed
     CHECK(limiter.tryAcquire(local).allowed);
+}
+
+TEST_CASE("LeasedLimiter on a Cluster: a dead host's leases come back on every master",
+          "[redis][cluster][leasing]") {
+    const auto cluster = startCluster();
+    if (!cluster) {
+        return;
+    }
+    using Model = ratelimit::TokenBucketModel;
+    using Leased = ratelimit::LeasedLimiter<RedisLimiter<Model>>;
+    const std::string prefix = "rl-cluster-lease";
+    const RedisStorage storage(clusterOptions(*cluster, prefix));
+    ManualClock clock;
+    const auto host = [&] {
+        ratelimit::LeaseOptions o;
+        o.tokens = 10;
+        o.lifetime = 2s;
+        o.renewBelow = 0;
+        o.clock = [&clock] {
+            return std::chrono::steady_clock::time_point(
+                std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                    clock.now().time_since_epoch()));
+        };
+        return std::make_unique<Leased>(
+            RedisLimiter<Model>(Limit::perHour(1).withBurst(100), storage, clock,
+                                limiterOptions("leases")),
+            o);
+    };
+    std::vector<std::string> keys;
+    for (const std::size_t m : cluster->masters()) {
+        keys.push_back(keyOn<Model>(*cluster, m, prefix, "leases"));
+    }
+    auto dying = host();
+    for (const std::string& key : keys) {
+        REQUIRE(dying->tryAcquire(key).allowed);  // a lease of 10 on each master, 9 unspent
+    }
+    dying.reset();
+    clock.advance(4s);  // two lifetimes
+    const auto other = host();
+    for (const std::string& key : keys) {
+        INFO(key);
+        const Decision d = other->tryAcquire(key);
+        CHECK(d.allowed);
+        CHECK_FALSE(d.degraded);
+        // The ledger, in the bucket's slot, gave back the dead host's 9 before this lease of 10.
+        CHECK(other->peek(key, 0).remaining == 100 - 10 + 9 - 10);
+    }
+    const ratelimit::RedisStats stats = storage.stats();
+    INFO(describe(stats));
+    CHECK(stats.failures == 0);
 }
 
 }  // namespace ratelimit_test

@@ -173,9 +173,9 @@ end
 /// denied) refusals still answer; an admission that cannot be stored fails the script instead
 /// of admitting for free. A refund (`ARGV[3] == '2'`, `detail::applyRefund`) or strikes
 /// (`'3'`, `detail::applyAction`) store what the model changed and answer the key's figures as
-/// they stand. Returns {allowed 1/0, limit,
-/// remaining, retry µs (-1 = never), reset µs, penalty started 1/0}.
-inline constexpr std::string_view kLuaMain = R"lua(
+/// they stand. Returns {allowed 1/0, limit, remaining, retry µs (-1 = never), reset µs, penalty
+/// started 1/0}. In three pieces: the late-call rule and the reply are the lease script's too.
+inline constexpr std::string_view kLuaLateRule = R"lua(
 -- detail::applyStep: a call at most lateTolerance before the last write is answered at the
 -- last write, without a rebase, and its waits count from its own time.
 local late = 0
@@ -184,6 +184,8 @@ if last ~= nil and now < last and last - now <= q.lateTolerance then
   late = last - now
   now = last
 end
+)lua";
+inline constexpr std::string_view kLuaStepAndStore = R"lua(
 -- started: a penalized model's refusal began a block (`Decision::penaltyStarted`).
 local written, allowed, remaining, retry, reset, started
 if ARGV[3] == '2' or ARGV[3] == '3' then
@@ -215,6 +217,9 @@ else
     end
   end
 end
+)lua";
+/// The reply, the waits counted from the call's own time.
+inline constexpr std::string_view kLuaReply = R"lua(
 if late > 0 then
   if retry > 0 then retry = retry + late end
   if reset > 0 then reset = reset + late end
@@ -222,6 +227,8 @@ end
 if remaining < 0 then remaining = 0 end
 return {allowed and 1 or 0, q.capacity, remaining, retry, reset, started and 1 or 0}
 )lua";
+inline constexpr std::array<std::string_view, 3> kLuaMain{kLuaLateRule, kLuaStepAndStore,
+                                                          kLuaReply};
 
 /// The arguments of a lease's call (`LeaseCall`), after the quota's, in ARGV order.
 inline constexpr std::array<std::string_view, 6> kLeaseArguments{"host", "recorded", "returned",
@@ -238,17 +245,11 @@ inline constexpr std::array<std::string_view, 6> kLeaseArguments{"host", "record
 /// plus `leased` when the step admitted, until `now + life`. The ledger lives until every
 /// entry has expired and the bucket has refilled, after which it changes nothing. Replies as
 /// `kLuaMain`.
-inline constexpr std::string_view kLuaLeaseMain = R"lua(
+inline constexpr std::string_view kLuaLedgerAndStep = R"lua(
 local at = #ARGV - 6
 local host = ARGV[at + 1]
 local recorded, returned = tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
 local held, leased, life = tonumber(ARGV[at + 4]), tonumber(ARGV[at + 5]), tonumber(ARGV[at + 6])
-local late = 0
-local last = model.lastWrite(state)
-if last ~= nil and now < last and last - now <= q.lateTolerance then
-  late = last - now
-  now = last
-end
 local ledger = KEYS[2]
 local back, mine = 0, false
 local entries = redis.call('HGETALL', ledger)
@@ -271,7 +272,7 @@ if not mine and recorded > returned then
   local owed = math.min(recorded - returned, left)
   if owed > 0 then changed = model.step(state, q, now, owed) or changed end
 end
-local written, allowed, remaining, retry, reset = model.step(state, q, now, cost)
+local written, allowed, remaining, retry, reset, started = model.step(state, q, now, cost)
 changed = written or changed or carried
 local keep = held
 if allowed and cost > 0 then keep = keep + leased end
@@ -290,13 +291,9 @@ if changed then
     pcall(store, changed, kept)
   end
 end
-if late > 0 then
-  if retry > 0 then retry = retry + late end
-  if reset > 0 then reset = reset + late end
-end
-if remaining < 0 then remaining = 0 end
-return {allowed and 1 or 0, q.capacity, remaining, retry, reset, 0}
 )lua";
+inline constexpr std::array<std::string_view, 3> kLuaLeaseMain{kLuaLateRule, kLuaLedgerAndStep,
+                                                               kLuaReply};
 
 /// What one model's script is made of.
 struct ScriptModel {
@@ -545,12 +542,12 @@ inline void checkScriptNames(const ScriptModel& model,
 
 /// The script that runs one model's step: the helpers it uses, the model's Lua (defining the
 /// table `model.name`), the call's arguments, the model's glue, and the main chunk. No `#!lua`
-/// shebang. `main` is the main chunk: `kLuaMain`, or `kLuaLeaseMain` for a bucket's leases.
-/// Throws: `std::invalid_argument` when a name is not a Lua identifier, or the state has no
-/// field.
+/// shebang. `mainPieces` are the main chunk's, joined in order: `kLuaMain`, or `kLuaLeaseMain`
+/// for a bucket's leases. Throws: `std::invalid_argument` when a name is not a Lua identifier,
+/// or the state has no field.
 inline std::string composeScript(const ScriptModel& model,
                                  std::span<const std::string_view> quotaFields,
-                                 std::string_view main = kLuaMain) {
+                                 std::span<const std::string_view> mainPieces = kLuaMain) {
     checkScriptNames(model, quotaFields);
     // Everything but the helpers, first, to see which helpers and quota fields it uses.
     std::string body;
@@ -559,6 +556,10 @@ inline std::string composeScript(const ScriptModel& model,
     }
     const std::size_t modelEnd = body.size();
     body.append(kLuaCall);
+    std::string main;
+    for (const std::string_view piece : mainPieces) {
+        main.append(piece);
+    }
     const std::string modelAndMain = body.substr(0, modelEnd).append(main);
     appendModelGlue(body, model, quotaFields, modelAndMain);
     body.append(main);
