@@ -39,9 +39,10 @@ struct LeaseOptions {
     /// Tokens one lease takes from the store, the request that takes it included, 1 … 2^20.
     /// 1: every request goes to the store, exactly as without leasing. Default 16.
     std::int64_t tokens = 16;
-    /// How long a host answers from a lease after taking it; what it did not use then goes
-    /// back to the store, at the host's next request. A store with a lease ledger (Redis) takes
-    /// back by itself the lease of a host silent for two lifetimes. Default 1 s; 1 ms … 1 h.
+    /// How long a lease lives. Its host answers from it for the first half, then gives back
+    /// what it left unspent, at its next request; a store with a lease ledger (Redis) takes back
+    /// by itself a lease its host has not settled when its lifetime ends, so a host that dies
+    /// leaks nothing past it. Default 1 s; 1 ms … 1 h.
     std::chrono::milliseconds lifetime{1000};
     /// Renewal: when a request leaves fewer than this many tokens unspent, its thread takes the
     /// next lease of `tokens` after answering it, while the host's other threads go on spending
@@ -61,13 +62,14 @@ struct LeaseOptions {
 /// A bucket limiter (a token or leaky bucket, over any storage; meant for Redis) whose hot keys
 /// are answered from local leases: a request the key's lease cannot cover takes `tokens` at once
 /// from the store, its own cost among them, and the following requests spend the rest here,
-/// without a round trip, until they run out or the lease's `lifetime` passes. Then what is left
-/// goes back to the store, at the host's next request on any key, and a request on the key
+/// without a round trip, until they run out or half the lease's `lifetime` passes. Then what is
+/// left goes back to the store, at the host's next request on any key, and a request on the key
 /// takes a new lease. In Redis, each leased key's ledger records what each host may hold, and
-/// gives back the lease of a host silent for two lifetimes (a host that died). A request that
-/// leaves fewer than `renewBelow` unspent renews: its thread takes `tokens` more after its own
-/// answer is settled, while the others spend what is left. One thread of a host takes a key's
-/// lease at a time; the others wait for it (one store call's time) only when nothing is left.
+/// gives back a lease its host has not settled when its lifetime ends (a host that died). A
+/// request that leaves fewer than `renewBelow` unspent renews: its thread takes `tokens` more
+/// after its own answer is settled, while the others spend what is left. One thread of a host
+/// takes a key's lease at a time; the others wait for it (one store call's time) only when
+/// nothing is left.
 ///
 /// Exactness: leased tokens are spent in the store when they are taken, so the store never
 /// admits more than its bucket allows. What a lease changes is when they are spent: a host
@@ -251,14 +253,21 @@ private:
     };
 
     /// A store call for `lease`: this host, its ledger entry, and how long the store keeps it,
-    /// two lifetimes, so that a host settles a lease that ended well before the store takes it
-    /// back whole. The caller fills in the rest.
+    /// a lifetime. The caller fills in the rest.
     [[nodiscard]] detail::LeaseCall callFor(const Lease& lease) const noexcept {
         detail::LeaseCall call;
         call.host = host_;
         call.recorded = lease.recorded;
-        call.life = 2 * options_.lifetime;
+        call.life = options_.lifetime;
         return call;
+    }
+
+    /// How long a host answers from a lease: half its lifetime, so that it settles a lease
+    /// that ended well before the store would take it back whole.
+    [[nodiscard]] std::chrono::steady_clock::duration answering() const noexcept {
+        return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                   std::chrono::nanoseconds(options_.lifetime)) /
+               2;
     }
 
     /// The store's answer to `call` (this thread alone calls for the key), where the storage
@@ -319,7 +328,7 @@ private:
 
     /// Ends this thread's store call `call`, sent at `sent`, with the store's answer `d` (null:
     /// none, the store failed): the lease gains what the call leased when the step admitted,
-    /// for a lifetime from `sent`; the ledger entry's figure follows the call, or, when the
+    /// for half a lifetime from `sent`; the ledger entry's figure follows the call, or, when the
     /// call failed and may or may not have run, the larger of the two (the store then takes
     /// back no less than the host holds).
     Decision settle(std::string_view key, const detail::LeaseCall& call, const Decision* d,
@@ -346,7 +355,7 @@ private:
             return *d;
         }
         lease.tokens += granted;
-        lease.expires = sent + options_.lifetime;
+        lease.expires = sent + answering();
         lease.taken = *d;
         if (!lease.queued) {
             ending_.emplace_back(found->first, lease.expires);
@@ -361,8 +370,8 @@ private:
         return !ending_.empty() && ending_.front().second <= t && ending_.front().first != key;
     }
 
-    /// Settles the lease that ended first (`ending_`, in about the order leases end, their
-    /// lifetime being one): what it left unspent goes back, and the ledger entry goes. Lock
+    /// Settles the lease that ended first (`ending_`, in about the order leases end, all of
+    /// them lasting as long): what it left unspent goes back, and the ledger entry goes. Lock
     /// held; the store call runs without it.
     void settleFirstEnded(std::unique_lock<std::mutex>& lock) {
         auto [key, due] = std::move(ending_.front());
@@ -373,7 +382,7 @@ private:
         }
         Lease& lease = found->second;
         lease.queued = false;
-        if (lease.expires > due) {  // renewed since: settled when its new lifetime ends
+        if (lease.expires > due) {  // renewed since: settled when it ends again
             ending_.emplace_back(std::move(key), lease.expires);
             lease.queued = true;
             return;

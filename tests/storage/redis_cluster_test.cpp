@@ -631,7 +631,7 @@ TEST_CASE("LeasedLimiter on a Cluster: a dead host's leases come back on every m
     const auto host = [&] {
         ratelimit::LeaseOptions o;
         o.tokens = 10;
-        o.lifetime = 2s;
+        o.lifetime = 4s;
         o.renewBelow = 0;
         o.clock = [&clock] {
             return std::chrono::steady_clock::time_point(
@@ -652,7 +652,7 @@ TEST_CASE("LeasedLimiter on a Cluster: a dead host's leases come back on every m
         REQUIRE(dying->tryAcquire(key).allowed);  // a lease of 10 on each master, 9 unspent
     }
     dying.reset();
-    clock.advance(4s);  // two lifetimes
+    clock.advance(4s);  // the lease's lifetime
     const auto other = host();
     for (const std::string& key : keys) {
         INFO(key);

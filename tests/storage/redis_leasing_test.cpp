@@ -2,10 +2,10 @@
 // store calls n-fold, renewals included; hosts of 8 threads each, in one process or in 4
 // processes, admit exactly the bucket at one instant; a renewal under way holds up no other
 // request; the over-admission across a refill reaches, and never passes,
-// hosts × (tokens − 1 + renewBelow); a lease that outlives its lifetime goes back to the store,
-// at the host's next request on any key; the key's ledger gives back the lease of a host that
-// died two lifetimes after its last call, and a host whose lease was taken back pays again what
-// it spent; tokens = 1 decides as the limiter alone. Each test starts its own redis-server.
+// hosts × (tokens − 1 + renewBelow); a lease that outlives half its lifetime goes back to the
+// store, at the host's next request on any key; the key's ledger gives back the lease of a host
+// that died a lifetime after its last call, and a host whose lease was taken back pays again
+// what it spent; tokens = 1 decides as the limiter alone. Each test starts its own redis-server.
 
 #include <algorithm>
 #include <atomic>
@@ -278,7 +278,7 @@ TEST_CASE("LeasedLimiter: in memory, an ended lease's unspent tokens go back at 
     ManualClock clock;
     using Memory = MemoryLimiter<ratelimit::TokenBucketModel>;
     LeasedLimiter<Memory> leased(Memory(Limit::perHour(1).withBurst(100), MemoryStorage{}, clock),
-                                 leaseOptions(10, clock, 2s, 0));
+                                 leaseOptions(10, clock, 4s, 0));  // answered from for 2 s
     for (int i = 0; i < 4; ++i) {
         REQUIRE(leased.tryAcquire("k").allowed);  // 4 of a lease of 10: 6 unspent
     }
@@ -442,7 +442,7 @@ TEST_CASE("LeasedLimiter: a key beyond maxKeys goes to the store for its own cos
     CHECK(leased.peek("first", 0).remaining == 24);
 }
 
-TEST_CASE("LeasedLimiter: what a lease leaves unspent goes back after its lifetime",
+TEST_CASE("LeasedLimiter: what a lease leaves unspent goes back after half its lifetime",
           "[redis][leasing]") {
     const auto server = startServer();
     if (!server) {
@@ -452,7 +452,7 @@ TEST_CASE("LeasedLimiter: what a lease leaves unspent goes back after its lifeti
     ManualClock clock;
     LeasedLimiter<Bucket> leased(
         Bucket(Limit::perHour(1).withBurst(100), storage, clock, limiterOptions("lifetime")),
-        leaseOptions(10, clock, 2s));
+        leaseOptions(10, clock, 4s));
     CHECK(leased.tryAcquire("k").allowed);
     CHECK(leased.peek("k", 0).remaining == 90);
     clock.advance(1999ms);
@@ -490,19 +490,21 @@ std::vector<std::pair<std::string, std::int64_t>> ledgerEntries(const RedisServe
     return entries;
 }
 
-/// A host leasing 10 tokens for 2 s from a bucket of 100 that refills 1 an hour, named `name`.
+/// A host leasing 10 tokens from a bucket of 100 that refills 1 an hour, named `name`: leases
+/// that live 4 s, answered from for 2 s.
 std::unique_ptr<LeasedLimiter<Bucket>> ledgerHost(const RedisStorage& storage,
                                                   const ManualClock& clock,
                                                   const std::string& name) {
     return std::make_unique<LeasedLimiter<Bucket>>(
         Bucket(Limit::perHour(1).withBurst(100), storage, clock, limiterOptions(name)),
-        leaseOptions(10, clock, 2s, 0));
+        leaseOptions(10, clock, 4s, 0));
 }
 
 }  // namespace
 
-TEST_CASE("LeasedLimiter: a host that dies holding a lease leaks it for two lifetimes, no more",
-          "[redis][leasing]") {
+TEST_CASE(
+    "LeasedLimiter: a host that dies holding a lease leaks it for the lease's lifetime, no more",
+    "[redis][leasing]") {
     const auto server = startServer();
     if (!server) {
         return;
@@ -519,7 +521,7 @@ TEST_CASE("LeasedLimiter: a host that dies holding a lease leaks it for two life
     REQUIRE(other->tryAcquire("k").allowed);  // a lease of 10; the dead host's entry still lives
     CHECK(other->peek("k", 0).remaining == 80);
     CHECK(ledgerEntries(*server).size() == 2);
-    clock.advance(1ms);  // two lifetimes since the dead host's lease
+    clock.advance(1ms);  // a lifetime since the dead host's lease
     auto third = ledgerHost(storage, clock, "dies");
     REQUIRE(third->tryAcquire("k").allowed);  // its lease takes the dead host's 9 back
     CHECK(third->peek("k", 0).remaining == 80 + 9 - 10);
@@ -542,11 +544,11 @@ TEST_CASE("LeasedLimiter: a host settles a lease that ended at its next request 
     for (int i = 0; i < 4; ++i) {
         REQUIRE(host->tryAcquire("k").allowed);  // 4 of a lease of 10: 6 unspent
     }
-    clock.advance(2s);  // the lease ended
+    clock.advance(2s);  // half its lifetime: the lease ended
     REQUIRE(host->tryAcquire("another").allowed);
     CHECK(host->peek("k", 0).remaining == 96);    // the 6 came back before "another" leased
     REQUIRE(ledgerEntries(*server).size() == 1);  // "another"'s alone
-    // Past the store's two lifetimes, a lease call on "k" takes back nothing more.
+    // Past the lease's lifetime, a lease call on "k" takes back nothing more.
     clock.advance(5s);
     auto other = ledgerHost(storage, clock, "settles");
     REQUIRE(other->tryAcquire("k").allowed);
@@ -566,7 +568,7 @@ TEST_CASE("LeasedLimiter: a host whose lease the store took back pays again what
     for (int i = 0; i < 5; ++i) {
         REQUIRE(late->tryAcquire("k").allowed);  // 5 of a lease of 10: 5 unspent
     }
-    clock.advance(4s);                        // silent past two lifetimes
+    clock.advance(4s);                        // silent for the lease's lifetime
     REQUIRE(other->tryAcquire("k").allowed);  // takes back the late host's 9, leases 10
     CHECK(other->peek("k", 0).remaining == 90 + 9 - 10);
     // The late host's next request settles its lease: the store takes the 4 it spent since its
