@@ -571,8 +571,8 @@ TEST_CASE("LeasedLimiter: a host whose lease the store took back pays again what
     clock.advance(4s);                        // silent for the lease's lifetime
     REQUIRE(other->tryAcquire("k").allowed);  // takes back the late host's 9, leases 10
     CHECK(other->peek("k", 0).remaining == 90 + 9 - 10);
-    // The late host's next request settles its lease: the store takes the 4 it spent since its
-    // entry was written again, and the 5 unspent stay in the store. Then a new lease of 10.
+    // The late host's next request settles its lease: of the 9 taken back, the store takes again
+    // the 4 it spent, and the 5 unspent stay in the store. Then a new lease of 10.
     REQUIRE(late->tryAcquire("k").allowed);
     // 7 requests admitted, 9 leased unspent in each host: exact.
     CHECK(late->peek("k", 0).remaining == 100 - 7 - 2 * 9);
