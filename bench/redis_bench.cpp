@@ -1,4 +1,4 @@
-// RedisStorage against a bare hiredis EVALSHA loop of the same script, in the same run
+// RedisStorage against a bare hiredis FCALL loop of the same script, in the same run
 // (bench/README.md reports the figures).
 //
 //   BM_<Algorithm>_Redis/keys:K/real_time/threads:T
@@ -21,10 +21,11 @@
 //     The hot key through a LeasedLimiter (<ratelimit/leasing.hpp>) of N tokens a lease over
 //     the same storage, renewed when a check leaves fewer than R (0: only once spent; N/4: the
 //     default); per_check is the store calls per check (1/N when every lease is spent).
-//   BM_Baseline_HiredisEvalsha_<Algorithm>/keys:K/real_time/threads:T
+//   BM_Baseline_HiredisFcall_<Algorithm>/keys:K/real_time/threads:T
 //     The floor: each thread has its own blocking hiredis context and sends, with
-//     redisCommandArgv, the EVALSHA RedisStorage::Table sends (its script, and its arguments
-//     from the library's own encoder, detail::appendScriptRequest), and reads the reply.
+//     redisCommandArgv, the FCALL RedisStorage::Table sends (its function, loaded before the
+//     loop, and its arguments from the library's own encoder, detail::appendScriptRequest),
+//     and reads the reply.
 //
 // The bench starts its own redis-server (tests/support/redis_server.hpp: a unix socket in a
 // fresh temporary directory, persistence off); without one every row fails with
@@ -39,9 +40,10 @@
 // the server (every thread of it) with sched_setaffinity, e.g. server on CPU 0 and client on
 // CPU 1, or both on CPU 0. bench/run.sh runs both placements.
 //
-// `ratelimit_redis_bench --dump-evalsha=<dir>` writes <dir>/<model>.lua (the composed script)
-// and <dir>/<model>.args (the EVALSHA arguments, one per line) for every model, for
-// redis-benchmark, and exits.
+// `ratelimit_redis_bench --dump-scripts=<dir>` writes, for every model, <dir>/<model>.library
+// (the function library, for `FUNCTION LOAD`), <dir>/<model>.args (the FCALL of it a check
+// sends, one word per line, for redis-benchmark) and <dir>/<model>.lua (the same script as
+// EVALSHA runs it, where functions are off), and exits.
 
 #include <algorithm>
 #include <array>
@@ -281,29 +283,31 @@ RedisLimiter<Model>& poolLimiter() {
 
 /// What the bare loop sends: the same request as RedisStorage::Table::send, for one key.
 template <class Model>
-struct Evalsha {
+struct BareFcall {
     std::string script;
-    std::string sha;
+    std::string library;
+    std::string function;
     std::vector<std::string> quotaArguments;
 
-    Evalsha() {
+    BareFcall() {
         const ratelimit::Quota quota = ratelimit::Quota::make<Model>(
             allowedLimit<Model>(), RedisStorage::kNanosPerTick, 64, 0);
         // The same limiter name length as the library's rows ("lib"), another namespace.
         const auto table = RedisStorage{}.template table<Model>(limiterOptions("raw"), quota);
         script = table.script();
-        sha = table.scriptSha();
+        library = table.scriptLibrary();
+        function = table.scriptFunction();
         quotaArguments = ratelimit::detail::quotaArguments<Model>(quota);
         keyOf = [table](std::string_view key) { return table.redisKey(key); };
     }
 
-    /// EVALSHA sha 1 <key> <now: '' = TIME> <cost 1> <consume> <phase 0> <quota...>, encoded
-    /// by the library's own encoder.
+    /// FCALL <function> 1 <key> <now: '' = TIME> <cost 1> <consume> <phase 0> <quota...>,
+    /// encoded by the library's own encoder.
     [[nodiscard]] std::vector<std::string> arguments(std::string_view key) const {
         std::string request;
         const std::array<std::string, 1> keys{keyOf(key)};
         ratelimit::detail::appendScriptRequest(
-            request, "EVALSHA", sha, keys,
+            request, "FCALL", function, keys,
             {.now = "", .cost = 1, .mode = ratelimit::StepMode::kConsume, .phase = 0},
             quotaArguments);
         return rt::argvOf(request);
@@ -446,14 +450,16 @@ void BM_RedisLeased(benchmark::State& state) {
     }
 }
 
-/// The scripts each master has run (`cmdstat_evalsha` and `cmdstat_eval` calls).
+/// The scripts each master has run (`cmdstat_fcall`, `cmdstat_evalsha` and `cmdstat_eval`
+/// calls).
 std::vector<double> scriptsPerMaster(rt::RedisCluster& cluster) {
     std::vector<double> calls;
     for (std::size_t node = 0; node < rt::RedisCluster::kMasters; ++node) {
         const rt::RedisReplyPtr info = cluster.run(node, {"INFO", "commandstats"});
         const std::string text(info->str, info->len);
         double n = 0;
-        for (const std::string_view command : {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="}) {
+        for (const std::string_view command :
+             {"cmdstat_fcall:calls=", "cmdstat_evalsha:calls=", "cmdstat_eval:calls="}) {
             if (const std::size_t at = text.find(command); at != std::string::npos) {
                 n += std::stod(text.substr(at + command.size()));
             }
@@ -507,11 +513,11 @@ void BM_RedisCluster(benchmark::State& state) {
 }
 
 template <class Model>
-void BM_HiredisEvalsha(benchmark::State& state) {
+void BM_HiredisFcall(benchmark::State& state) {
     if (skipWithoutServer(state)) {
         return;
     }
-    static const Evalsha<Model> request;
+    static const BareFcall<Model> request;
     const auto& keys = keySet(static_cast<std::size_t>(state.range(0)));
     // Every key's argument vector, built before timing: the loop only sends and reads.
     std::vector<std::vector<std::string>> args;
@@ -532,9 +538,10 @@ void BM_HiredisEvalsha(benchmark::State& state) {
         state.SkipWithError("cannot connect to the bench's redis-server");
         return;
     }
-    const rt::RedisReplyPtr loaded = rt::command(c.get(), {"SCRIPT", "LOAD", request.script});
+    const rt::RedisReplyPtr loaded =
+        rt::command(c.get(), {"FUNCTION", "LOAD", "REPLACE", request.library});
     if (loaded == nullptr || loaded->type != REDIS_REPLY_STRING) {
-        state.SkipWithError("SCRIPT LOAD failed");
+        state.SkipWithError("FUNCTION LOAD failed");
         return;
     }
     const int argc = static_cast<int>(args.front().size());
@@ -555,14 +562,16 @@ void BM_HiredisEvalsha(benchmark::State& state) {
     cpu.report(state);
     state.SetItemsProcessed(state.iterations());
     if (failed != 0) {
-        state.SkipWithError("an EVALSHA failed or was refused");
+        state.SkipWithError("an FCALL failed or was refused");
     }
 }
 
 template <class Model>
-void dumpEvalsha(const std::filesystem::path& dir) {
-    const Evalsha<Model> request;
+void dumpScripts(const std::filesystem::path& dir) {
+    const BareFcall<Model> request;
     std::ofstream(dir / (std::string(Model::kName) + ".lua"), std::ios::binary) << request.script;
+    std::ofstream(dir / (std::string(Model::kName) + ".library"), std::ios::binary)
+        << request.library;
     std::ofstream args(dir / (std::string(Model::kName) + ".args"), std::ios::binary);
     for (const std::string& a : request.arguments("user:0000000000")) {
         args << a << '\n';
@@ -572,8 +581,8 @@ void dumpEvalsha(const std::filesystem::path& dir) {
 template <class Model>
 void registerAlgorithm(const std::string& name, bool threads) {
     auto* lib = benchmark::RegisterBenchmark(("BM_" + name + "_Redis").c_str(), &BM_Redis<Model>);
-    auto* bare = benchmark::RegisterBenchmark(("BM_Baseline_HiredisEvalsha_" + name).c_str(),
-                                              &BM_HiredisEvalsha<Model>);
+    auto* bare = benchmark::RegisterBenchmark(("BM_Baseline_HiredisFcall_" + name).c_str(),
+                                              &BM_HiredisFcall<Model>);
     if (threads) {
         // The same rows without pipelining (one caller per pooled connection), in the same run.
         benchmark::RegisterBenchmark(("BM_" + name + "_RedisPool").c_str(), &BM_Redis<Model, true>)
@@ -599,15 +608,15 @@ void registerAlgorithm(const std::string& name, bool threads) {
 int main(int argc, char** argv) {
     for (int a = 1; a < argc; ++a) {
         const std::string_view arg = argv[a];
-        constexpr std::string_view kDump = "--dump-evalsha=";
+        constexpr std::string_view kDump = "--dump-scripts=";
         if (arg.substr(0, kDump.size()) == kDump) {
             const std::filesystem::path dir(std::string(arg.substr(kDump.size())));
             std::filesystem::create_directories(dir);
-            dumpEvalsha<ratelimit::TokenBucketModel>(dir);
-            dumpEvalsha<ratelimit::LeakyBucketModel>(dir);
-            dumpEvalsha<ratelimit::FixedWindowModel>(dir);
-            dumpEvalsha<ratelimit::SlidingCounterModel>(dir);
-            dumpEvalsha<ratelimit::SlidingLogModel>(dir);
+            dumpScripts<ratelimit::TokenBucketModel>(dir);
+            dumpScripts<ratelimit::LeakyBucketModel>(dir);
+            dumpScripts<ratelimit::FixedWindowModel>(dir);
+            dumpScripts<ratelimit::SlidingCounterModel>(dir);
+            dumpScripts<ratelimit::SlidingLogModel>(dir);
             return 0;
         }
     }

@@ -214,11 +214,11 @@ def redis_targets(targets, placements, bench_rps):
         if not runs:
             continue
         lib1 = redis_row("TokenBucket_Redis", 1, 1)
-        bare1 = redis_row("Baseline_HiredisEvalsha_TokenBucket", 1, 1)
+        bare1 = redis_row("Baseline_HiredisFcall_TokenBucket", 1, 1)
         lib8 = redis_row("TokenBucket_Redis", 1, 8)
         a, b = real(runs, lib1), real(runs, bare1)
         ratio = b / a if a and b else None
-        targets.add(f"Redis sequential, {label}: throughput ÷ bare EVALSHA",
+        targets.add(f"Redis sequential, {label}: throughput ÷ bare FCALL",
                     f"`{short(lib1)}`{fmt_cv(runs, lib1)}", fmt_ns(a),
                     f"`{short(bare1)}`{fmt_cv(runs, bare1)}", fmt_ns(b), ratio, "≥ 0.95×",
                     ratio is not None and ratio >= 0.95, inconclusive=noisy(runs, lib1, bare1))
@@ -232,7 +232,7 @@ def redis_targets(targets, placements, bench_rps):
         if p16 and c:
             lib_rps = 1e9 / c
             targets.rows.append((
-                f"Redis 8 threads, {label}: ÷ `redis-benchmark -c 8 -P 16` (same EVALSHA)",
+                f"Redis 8 threads, {label}: ÷ `redis-benchmark -c 8 -P 16` (same FCALL)",
                 f"`{short(lib8)}`: {lib_rps / 1000:.1f} k/s", fmt_ns(c),
                 f"redis-benchmark: {p16 / 1000:.1f} k/s", fmt_ns(1e9 / p16), lib_rps / p16,
                 "report", "reported", ""))
@@ -281,7 +281,7 @@ def ratio_table(ratio):
 
 def redis_table(placements, bench_rps):
     out = ["| placement | row | ns/check | checks/s | client CPU ns/check | server CPU ns/check "
-           "| throughput ÷ bare EVALSHA |",
+           "| throughput ÷ bare FCALL |",
            "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for label, runs in placements:
         if not runs:
@@ -295,7 +295,7 @@ def redis_table(placements, bench_rps):
             versus = ""
             m = re.match(r"BM_(\w+)_Redis/(.*)", name)
             if m:
-                bare = real(runs, f"BM_Baseline_HiredisEvalsha_{m.group(1)}/{m.group(2)}")
+                bare = real(runs, f"BM_Baseline_HiredisFcall_{m.group(1)}/{m.group(2)}")
                 versus = fmt_ratio(bare / t) if bare and t else "—"
             server = entry["counters"].get("server_ns")
             out.append(f"| {label} | `{short(name)}` | {fmt_ns(t)} | "
@@ -304,7 +304,7 @@ def redis_table(placements, bench_rps):
         for opts in ("-c 1", "-c 8 -P 16"):
             rps = bench_rps.get((label, opts))
             if rps:
-                out.append(f"| {label} | `redis-benchmark {opts}` (same EVALSHA) | "
+                out.append(f"| {label} | `redis-benchmark {opts}` (same FCALL) | "
                            f"{fmt_ns(1e9 / rps)} | {rps / 1000:.1f} k | | | |")
     return "\n".join(out)
 
@@ -469,9 +469,9 @@ noisy machine better than the absolute figures.
 ```
 
 The `redis-benchmark` lines ran against a redis-server `bench/run.sh` started on
-`$OUT/redis.sock` (pinned to CPU 0, persistence off) with the token bucket's script loaded
-by `redis-cli -x SCRIPT LOAD`; the scripts and arguments come from
-`ratelimit_redis_bench --dump-evalsha=<dir>`.
+`$OUT/redis.sock` (pinned to CPU 0, persistence off) with the token bucket's function library
+loaded by `redis-cli -x FUNCTION LOAD`; the libraries and arguments come from
+`ratelimit_redis_bench --dump-scripts=<dir>`.
 
 ## Targets of issue 4
 
@@ -496,7 +496,7 @@ Reference ratios from the same run:
 | binary | source | what |
 | --- | --- | --- |
 | `ratelimit_bench` | `limiter_bench.cpp` | `BM_<Algorithm>_Memory` for the five algorithms, `BM_Baseline_*` |
-| `ratelimit_redis_bench` | `redis_bench.cpp` | `BM_<Algorithm>_Redis`, `BM_Baseline_HiredisEvalsha_<Algorithm>` |
+| `ratelimit_redis_bench` | `redis_bench.cpp` | `BM_<Algorithm>_Redis`, `BM_Baseline_HiredisFcall_<Algorithm>` |
 | `ratelimit_bench_memory` | `memory_per_key.cpp` | bytes per idle key, and that the memory comes back |
 
 - Rows are `BM_<Algorithm>_Memory/keys:K/denied:D/cost:C/real_time/threads:T`: `keys:1` is

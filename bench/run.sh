@@ -16,7 +16,7 @@
 #      aggregates only: every ratio is computed from medians.
 #   3. ratelimit_redis_bench, 5 interleaved repetitions, twice: redis-server on CPU 0 and the
 #      bench on CPU 1 ("across cores"), then both on CPU 0 ("one core").
-#   4. redis-benchmark on the same EVALSHA (-c 1, and -c 8 -P 16), in both placements, against
+#   4. redis-benchmark on the same FCALL (-c 1, and -c 8 -P 16), in both placements, against
 #      a redis-server this script starts.
 #   5. ratelimit_bench_memory: bytes per idle key.
 set -euo pipefail
@@ -90,8 +90,8 @@ if [[ -x "$BUILD/ratelimit_redis_bench" ]]; then
         --benchmark_out="$OUT/redis_one_core.json" --benchmark_out_format=json
 
     if command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null; then
-        log "4/5 redis-benchmark on the token bucket's EVALSHA"
-        "$BUILD/ratelimit_redis_bench" --dump-evalsha="$OUT/scripts"
+        log "4/5 redis-benchmark on the token bucket's FCALL"
+        "$BUILD/ratelimit_redis_bench" --dump-scripts="$OUT/scripts"
         SOCK="$OUT/redis.sock"
         taskset -c 0 redis-server --port 0 --unixsocket "$SOCK" --unixsocketperm 700 --save '' \
             --appendonly no --dir "$OUT" --logfile "$OUT/redis.log" &
@@ -100,15 +100,15 @@ if [[ -x "$BUILD/ratelimit_redis_bench" ]]; then
             redis-cli -s "$SOCK" PING >/dev/null 2>&1 && break
             sleep 0.05
         done
-        redis-cli -s "$SOCK" -x SCRIPT LOAD <"$OUT/scripts/token_bucket.lua" >/dev/null
-        mapfile -t EVALSHA <"$OUT/scripts/token_bucket.args"
+        redis-cli -s "$SOCK" -x FUNCTION LOAD <"$OUT/scripts/token_bucket.library" >/dev/null
+        mapfile -t FCALL <"$OUT/scripts/token_bucket.args"
         : >"$OUT/redis_benchmark.csv"
         for placement in across:1 one_core:0; do
             cpu=${placement#*:}
             for opts in "-c 1" "-c 8 -P 16"; do
                 # shellcheck disable=SC2086 # $opts is a list of options
                 line=$(run taskset -c "$cpu" redis-benchmark -s "$SOCK" -n 100000 $opts --csv \
-                    "${EVALSHA[@]}" | tail -n 1)
+                    "${FCALL[@]}" | tail -n 1)
                 printf '%s,%s,%s\n' "${placement%%:*}" "$opts" "$line" >>"$OUT/redis_benchmark.csv"
             done
         done

@@ -35,7 +35,7 @@ ORDER = [
     "naive-mutex-map",
     "atomic-gcra",
     "rate-limiter-flexible+ioredis",
-    "hiredis-evalsha",
+    "hiredis-fcall",
     "redis-benchmark",
     "reference-gcra-script",
 ]
@@ -67,10 +67,10 @@ GBENCH = {
         ("atomic-gcra", "hot_2t", 1),
     "BM_TokenBucket_Redis/keys:1/real_time/threads:1": (LIBRARY, "redis_seq", 1e-3),
     "BM_TokenBucket_Redis/keys:1/real_time/threads:8": (LIBRARY, "redis_8", 1e-3),
-    "BM_Baseline_HiredisEvalsha_TokenBucket/keys:1/real_time/threads:1":
-        ("hiredis-evalsha", "redis_seq", 1e-3),
-    "BM_Baseline_HiredisEvalsha_TokenBucket/keys:1/real_time/threads:8":
-        ("hiredis-evalsha", "redis_8", 1e-3),
+    "BM_Baseline_HiredisFcall_TokenBucket/keys:1/real_time/threads:1":
+        ("hiredis-fcall", "redis_seq", 1e-3),
+    "BM_Baseline_HiredisFcall_TokenBucket/keys:1/real_time/threads:8":
+        ("hiredis-fcall", "redis_8", 1e-3),
 }
 
 

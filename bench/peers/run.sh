@@ -9,7 +9,7 @@
 #
 # Each round runs, in an order rotated every round: ratelimit_bench (the TokenBucket rows and
 # the MutexMap and AtomicGcra baselines), ratelimit_redis_bench (TokenBucket and the bare
-# hiredis EVALSHA loop), redis-benchmark on the library's token bucket EVALSHA (and the
+# hiredis FCALL loop), redis-benchmark on the library's token bucket FCALL (and the
 # server's CPU per check of it and of reference_gcra.lua, from INFO commandstats), Go's
 # x/time/rate, Guava's RateLimiter, and rate-limiter-flexible with ioredis. Redis peers use a
 # redis-server this script starts on a unix socket in a temporary directory (CPU 0, clients on
@@ -85,9 +85,9 @@ if command -v redis-server >/dev/null; then
         sleep 0.05
     done
     if command -v redis-benchmark >/dev/null && [[ -x "$BUILD/ratelimit_redis_bench" ]]; then
-        "$BUILD/ratelimit_redis_bench" --dump-evalsha="$OUT/scripts"
-        redis-cli -s "$SOCK" -x SCRIPT LOAD <"$OUT/scripts/token_bucket.lua" >/dev/null
-        mapfile -t EVALSHA <"$OUT/scripts/token_bucket.args"
+        "$BUILD/ratelimit_redis_bench" --dump-scripts="$OUT/scripts"
+        redis-cli -s "$SOCK" -x FUNCTION LOAD <"$OUT/scripts/token_bucket.library" >/dev/null
+        mapfile -t FCALL <"$OUT/scripts/token_bucket.args"
         # The yardstick of the server's CPU: a minimal GCRA, admitting every call as the
         # library's rows do (1 µs per token, a tolerance of 10^12 µs).
         REFERENCE_SHA=$(redis-cli -s "$SOCK" -x SCRIPT LOAD <"$PEERS/reference_gcra.lua")
@@ -114,7 +114,7 @@ lib_memory() {
 lib_redis() {
     env RATELIMIT_BENCH_REDIS_CPUS=0 taskset -c 1 "$BUILD/ratelimit_redis_bench" \
         --benchmark_min_time="$SECS" --benchmark_format=json \
-        --benchmark_filter='^BM_(TokenBucket_Redis|Baseline_HiredisEvalsha_TokenBucket)/keys:1/real_time/threads:(1|8)$' \
+        --benchmark_filter='^BM_(TokenBucket_Redis|Baseline_HiredisFcall_TokenBucket)/keys:1/real_time/threads:(1|8)$' \
         >"$1/lib_redis.json"
     python3 "$PEERS/compare.py" gbench "$1/lib_redis.json"
 }
@@ -127,22 +127,23 @@ redis_benchmark() {
         name=${spec%%:*}
         opts=${spec#*:}
         # shellcheck disable=SC2086 # $opts is a list of options
-        rps=$(taskset -c 1 redis-benchmark -s "$SOCK" -n 20000 $opts --csv "${EVALSHA[@]}" \
+        rps=$(taskset -c 1 redis-benchmark -s "$SOCK" -n 20000 $opts --csv "${FCALL[@]}" \
             | tail -n 1 | cut -d, -f2 | tr -d '"')
         awk -v n="$name" -v r="$rps" 'BEGIN { printf "redis-benchmark\t%s\t%.3f\tus\n", n, 1e6 / r }'
     done
-    server_cpu "ratelimit" "${EVALSHA[@]}"
+    server_cpu "ratelimit" "${FCALL[@]}"
     server_cpu "reference-gcra-script" "${REFERENCE[@]}"
 }
-# The server's CPU per check of one script: INFO commandstats' usec_per_call of EVALSHA over
-# one sequential redis-benchmark run of it (the statistics reset just before).
+# The server's CPU per check of one script: INFO commandstats' usec_per_call of its command
+# (FCALL or EVALSHA, the first word) over one sequential redis-benchmark run of it (the
+# statistics reset just before).
 server_cpu() {
     local peer=$1
     shift
     redis-cli -s "$SOCK" CONFIG RESETSTAT >/dev/null
     taskset -c 1 redis-benchmark -s "$SOCK" -n 20000 -c 1 --csv "$@" >/dev/null
     redis-cli -s "$SOCK" INFO commandstats | awk -F'[=,]' -v p="$peer" \
-        '/^cmdstat_evalsha:/ { printf "%s\tredis_server_cpu\t%s\tus\n", p, $6 }'
+        -v c="cmdstat_${1,,}" '$1 == c ":calls" { printf "%s\tredis_server_cpu\t%s\tus\n", p, $6 }'
 }
 
 for ((round = 1; round <= ROUNDS; ++round)); do

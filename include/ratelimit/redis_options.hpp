@@ -15,8 +15,13 @@ inline namespace v1 {
 
 /// Counters of a `RedisStorage`, shared by its copies.
 struct RedisStats {
-    std::uint64_t requests = 0;        ///< scripts sent (EVALSHA, plus the EVAL resends)
-    std::uint64_t scriptResends = 0;   ///< EVAL after NOSCRIPT: the only request sent twice
+    /// Requests sent to run a script: `FCALL` or `EVALSHA`, plus the resends below.
+    std::uint64_t requests = 0;
+    /// Requests beyond a call's first, sent because its script did not run there: `EVAL`
+    /// after `NOSCRIPT`, `FUNCTION LOAD` and the `FCALL` again after a missing function, and
+    /// `EVALSHA` after an `FCALL` the server refused before running it (`functions`). So
+    /// `requests - scriptResends` is the calls that reached the server.
+    std::uint64_t scriptResends = 0;
     std::uint64_t connectsOpened = 0;  ///< connections opened (and handshakes done)
     std::uint64_t failures = 0;        ///< calls answered by the failure policy
     std::uint64_t shortCircuited = 0;  ///< of those, answered at once by the open breaker
@@ -35,6 +40,8 @@ struct RedisStats {
     /// Redis Cluster: calls sent again after a pause because a migration had split their keys
     /// (`TRYAGAIN`).
     std::uint64_t tryAgainRetries = 0;
+    /// `functions`: function libraries loaded (`FUNCTION LOAD`), on a server that lacked one.
+    std::uint64_t functionLoads = 0;
 
     /// The calls of `failures` that failed with `kind`.
     [[nodiscard]] constexpr std::uint64_t failuresOf(StoreError kind) const noexcept {
@@ -116,6 +123,17 @@ struct RedisStorageOptions {
     /// With `cluster`: the least time between two reads of the slot map after the first
     /// (a `MOVED`, a node failing), however many calls ask for one. Default 100 ms; 1 ms … 1 min.
     std::chrono::milliseconds clusterRefreshInterval{100};
+    /// Each limiter's script runs as a Redis function (Redis 7+): its library is loaded once
+    /// per server (`FUNCTION LOAD`, on the first call that finds it missing) and each check is
+    /// an `FCALL`, which spends the server less CPU than an `EVALSHA` of the same script (its
+    /// helpers are defined, and its quota read, once per server, not per call). Where the
+    /// server has no functions (Redis 6), or the ACL user may not call or load them, the
+    /// storage goes over to `EVALSHA` for good at the first such reply; a call refused as
+    /// `OOM` (a function that writes does not start at `maxmemory`) goes as `EVALSHA` alone,
+    /// which still answers refusals. The libraries, `ratelimit_<SHA-1>`, stay on the server
+    /// (and in its persistence and replicas) until removed by `FUNCTION DELETE`. Default true;
+    /// false: `EVALSHA` only.
+    bool functions = true;
 };
 // NOLINTEND(cppcoreguidelines-avoid-magic-numbers,readability-magic-numbers)
 

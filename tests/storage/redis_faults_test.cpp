@@ -1014,8 +1014,10 @@ TEST_CASE("Redis faults: after SCRIPT FLUSH the next call resends the script onc
     }
     const rt::RedisContextPtr raw = connectTo(*server);
     HookLog hook;
-    const RedisStorage storage{
-        {.unixSocket = server->unixSocket(), .timeout = 2000ms, .onEvent = hook.callback()}};
+    const RedisStorage storage{{.unixSocket = server->unixSocket(),
+                                .timeout = 2000ms,
+                                .onEvent = hook.callback(),
+                                .functions = false}};  // EVALSHA, as on Redis 6
     Bucket limiter{Limit::perHour(10), storage, RedisServerClock{},
                    limiterOptions("flush", FailurePolicy::kFailOpen)};
 
@@ -1053,6 +1055,61 @@ TEST_CASE("Redis faults: after SCRIPT FLUSH the next call resends the script onc
     CHECK(storage.stats().connectsOpened == before.connectsOpened);  // one connection throughout
     CHECK(commandCalls(raw.get(), "eval") - evalBefore == 1);
     CHECK(commandCalls(raw.get(), "evalsha") - evalshaBefore == 2);
+    INFO(hook.describe());
+    CHECK(hook.events().empty());
+}
+
+// ---- 5b. a server with no functions for the storage ------------------------------------------
+
+TEST_CASE("Redis faults: without FCALL or FUNCTION LOAD the storage goes over to EVALSHA for good",
+          "[redis_storage][redis][faults]") {
+    struct Variant {
+        std::string why;
+        std::vector<std::string> serverArgs;
+        std::vector<std::string> denied;  // what the storage's user may not run
+    };
+    const Variant variant = GENERATE(
+        Variant{"no FCALL command, as on Redis 6", {"--rename-command", "FCALL", ""}, {}},
+        Variant{"an ACL user who may not call functions", {}, {"-fcall"}},
+        Variant{"an ACL user who may call functions but not load them", {}, {"-function"}});
+    const auto& [why, serverArgs, denied] = variant;
+    INFO(why);
+    const auto server = startServer({.extraArgs = serverArgs});
+    if (!server) {
+        return;
+    }
+    const rt::RedisContextPtr raw = connectTo(*server);
+    std::vector<std::string_view> user = {"ACL", "SETUSER", "limiter", "on", ">pw", "~*", "+@all"};
+    user.insert(user.end(), denied.begin(), denied.end());
+    rt::ok(rt::command(raw.get(), user));
+    HookLog hook;
+    const RedisStorage storage{{.unixSocket = server->unixSocket(),
+                                .user = "limiter",
+                                .password = "pw",
+                                .timeout = 2000ms,
+                                .onEvent = hook.callback()}};
+    Bucket limiter{Limit::perHour(10), storage, RedisServerClock{},
+                   limiterOptions("nofunctions", FailurePolicy::kThrow)};
+
+    Decision d = limiter.tryAcquire("k", 2);
+    INFO(describe(d) << " " << describe(storage.stats()));
+    CHECK((!d.degraded && d.allowed && d.remaining == 8));
+    const RedisStats first = storage.stats();
+    CHECK(first.functionLoads == 0);
+    CHECK(first.failures == 0);
+    // The first call's script ran once: EVALSHA (not cached yet), EVAL.
+    CHECK(commandCalls(raw.get(), "eval") == 1);
+    const std::int64_t fcalls = commandCalls(raw.get(), "fcall");
+    for (int i = 0; i < 4; ++i) {
+        d = limiter.tryAcquire("k", 2);
+        CHECK((!d.degraded && d.allowed && d.remaining == 6 - 2 * i));
+    }
+    const RedisStats after = storage.stats();
+    INFO(describe(first) << " -> " << describe(after));
+    CHECK(after.requests - first.requests == 4);  // EVALSHA alone: no FCALL tried again
+    CHECK(after.scriptResends == first.scriptResends);
+    CHECK(commandCalls(raw.get(), "fcall") == fcalls);
+    CHECK(commandCalls(raw.get(), "evalsha") == 5);
     INFO(hook.describe());
     CHECK(hook.events().empty());
 }
@@ -1149,6 +1206,8 @@ TEST_CASE("Redis faults: at maxmemory refusals still answer from Redis, admissio
     const RedisStats atOom = storage.stats();
     INFO(describe(filled) << " -> " << describe(atOom));
     CHECK(atOom.shortCircuited == filled.shortCircuited);
+    // Every FCALL was refused as OOM before it ran, and went again as EVALSHA.
+    CHECK(atOom.scriptResends - filled.scriptResends >= 24);
     CHECK(atOom.failures - filled.failures == 21);
     CHECK(atOom.failuresOf(StoreError::kOutOfMemory) == 21);
     // The hook heard the failing admissions once, the refusals between them did not end it.
@@ -1227,10 +1286,17 @@ TEST_CASE("Redis faults: errors of every kind are heard once when they start and
             rt::command(raw.get(), {"REPLICAOF", "127.0.0.1", std::to_string(rt::closedPort())}));
         end = [&] { rt::ok(rt::command(raw.get(), {"REPLICAOF", "NO", "ONE"})); };
     }
-    SECTION("NOPERM: the user may no longer run EVALSHA") {
+    SECTION("NOPERM: the user may no longer run scripts") {
         kind = StoreError::kNoPermission;
-        rt::ok(rt::command(raw.get(), {"ACL", "SETUSER", "limiter", "-evalsha"}));
-        end = [&] { rt::ok(rt::command(raw.get(), {"ACL", "SETUSER", "limiter", "+evalsha"})); };
+        rt::ok(rt::command(raw.get(), {"ACL", "SETUSER", "limiter", "-evalsha", "-fcall"}));
+        end = [&] {
+            rt::ok(rt::command(raw.get(), {"ACL", "SETUSER", "limiter", "+evalsha", "+fcall"}));
+        };
+    }
+    SECTION("NOPERM: the user may no longer touch the limiter's keys") {
+        kind = StoreError::kNoPermission;
+        rt::ok(rt::command(raw.get(), {"ACL", "SETUSER", "limiter", "resetkeys", "~other:*"}));
+        end = [&] { rt::ok(rt::command(raw.get(), {"ACL", "SETUSER", "limiter", "~*"})); };
     }
     SECTION("MISCONF: a background save failed (its file's name is taken by a directory)") {
         kind = StoreError::kMisconf;

@@ -164,13 +164,75 @@ std::map<std::string, std::int64_t> commandCalls(redisContext* c) {
 
 }  // namespace
 
+TEMPLATE_TEST_CASE("RedisStorage: after FUNCTION FLUSH the library is loaded once more, once",
+                   "[redis_storage][redis]", RATELIMIT_TEST_MODELS) {
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    const RedisStorage storage(storageOptions(*server, "rl-function"));
+    ManualClock clock;
+    clock.set(1h);
+    RedisLimiter<TestType> limiter(Limit::perMinute(10), storage, clock, limiterOptions("fn"));
+    const RedisContextPtr raw = connectTo(*server);
+
+    ok(command(raw.get(), {"CONFIG", "RESETSTAT"}));
+    CHECK(limiter.tryAcquire("k").remaining == 9);  // FCALL (not found), FUNCTION LOAD, FCALL
+    const ratelimit::RedisStats first = storage.stats();
+    CHECK(first.requests == 3);
+    CHECK(first.scriptResends == 2);
+    CHECK(first.functionLoads == 1);
+    CHECK(limiter.tryAcquire("k").remaining == 8);
+    const ratelimit::RedisStats before = storage.stats();
+    CHECK(before.requests == first.requests + 1);  // FCALL alone
+    std::map<std::string, std::int64_t> calls = commandCalls(raw.get());
+    CHECK(calls["fcall"] == 3);
+    CHECK(calls["function|load"] == 1);
+    CHECK(calls.count("evalsha") == 0);
+    CHECK(calls.count("eval") == 0);
+    // The library on the server is the table's, by name.
+    const RedisReplyPtr list = command(raw.get(), {"FUNCTION", "LIST"});
+    REQUIRE(list != nullptr);
+    REQUIRE(list->type == REDIS_REPLY_ARRAY);
+    REQUIRE(list->elements == 1);
+    const redisReply* const listed = list->element[0];
+    REQUIRE(listed->type == REDIS_REPLY_ARRAY);
+    REQUIRE(listed->elements >= 2);
+    const std::string library =
+        ratelimit::detail::scriptOf<TestType>(ratelimit::detail::ScriptForm::kLibrary);
+    CHECK(std::string_view(listed->element[1]->str, listed->element[1]->len) ==
+          ratelimit::detail::libraryName(library));
+
+    ok(command(raw.get(), {"FUNCTION", "FLUSH"}));
+    ok(command(raw.get(), {"CONFIG", "RESETSTAT"}));
+    const Decision d = limiter.tryAcquire("k");
+    calls = commandCalls(raw.get());
+    const ratelimit::RedisStats after = storage.stats();
+
+    CHECK(d.allowed);
+    CHECK_FALSE(d.degraded);
+    CHECK(d.remaining == 7);  // the step ran exactly once
+    CHECK(after.scriptResends == before.scriptResends + 2);
+    CHECK(after.requests == before.requests + 3);
+    CHECK(after.functionLoads == before.functionLoads + 1);
+    CHECK(after.failures == 0);
+    CHECK(after.connectsOpened == before.connectsOpened);
+    CHECK(calls["fcall"] == 2);
+    CHECK(calls["function|load"] == 1);
+    CHECK(calls.count("evalsha") == 0);
+    CHECK(limiter.tryAcquire("k").remaining == 6);
+    CHECK(storage.stats().requests == after.requests + 1);
+}
+
 TEMPLATE_TEST_CASE("RedisStorage: after SCRIPT FLUSH the script is sent once more, once",
                    "[redis_storage][redis]", RATELIMIT_TEST_MODELS) {
     const auto server = startServer();
     if (!server) {
         return;
     }
-    const RedisStorage storage(storageOptions(*server, "rl-script"));
+    ratelimit::RedisStorage::Options options = storageOptions(*server, "rl-script");
+    options.functions = false;  // EVALSHA, as on Redis 6
+    const RedisStorage storage(options);
     ManualClock clock;
     clock.set(1h);
     RedisLimiter<TestType> limiter(Limit::perMinute(10), storage, clock, limiterOptions("script"));

@@ -23,6 +23,7 @@
 
 #include <ratelimit/detail/ascii.hpp>
 #include <ratelimit/detail/redis_connection.hpp>
+#include <ratelimit/detail/sha1.hpp>
 #include <ratelimit/detail/throw.hpp>
 #include <ratelimit/options.hpp>
 
@@ -31,37 +32,39 @@ inline namespace v1 {
 namespace detail {
 
 /// The helpers a model's Lua may use, each one included in a script only when the script
-/// uses it (`appendLuaHelpers`): a `local function` is a closure made on every call.
+/// uses it (`appendLuaHelpers`): in a script sent whole (`ScriptForm::kEval`) a `local
+/// function` is a closure made on every call.
 ///
 /// Lua 5.1 numbers are doubles, exact for integers below 2^53, but `math.floor(a / b)` rounds
 /// the quotient first and can land on the wrong integer near 2^53. `math.fmod` is exact (C
 /// `fmod`), `a - r` is then an exact multiple of `b` and dividing it is exact, so `idiv`,
-/// `ceildiv` and `imod` are exact for |a|, |b| < 2^53, b ~= 0. `fmt` is the one way a number
-/// becomes a string (`tostring` and `..` print 14 significant digits). The decision builders
-/// are the C++ ones (algorithms/model.hpp), returning a decision as four values: allowed,
-/// remaining, retry (-1 means never) and reset. A helper uses only the ones before it.
+/// `ceildiv` and `imod` are exact for |a|, |b| < 2^53, b ~= 0. (They name `math.fmod` where
+/// they call it: a function library's top level runs without the `math` table.) `fmt` is the
+/// one way a number becomes a string (`tostring` and `..` print 14 significant digits). The
+/// decision builders are the C++ ones (algorithms/model.hpp), returning a decision as four
+/// values: allowed, remaining, retry (-1 means never) and reset. A helper uses only the ones
+/// before it.
 struct LuaHelper {
     std::string_view name;
     std::string_view lua;
 };
-inline constexpr std::array<LuaHelper, 8> kLuaHelpers{{
-    {"fmod", "\nlocal fmod = math.fmod\n"},
+inline constexpr std::array<LuaHelper, 7> kLuaHelpers{{
     {"idiv", R"lua(local function idiv(a, b)
-  local r = fmod(a, b)
+  local r = math.fmod(a, b)
   local q = (a - r) / b
   if r ~= 0 and (r < 0) ~= (b < 0) then q = q - 1 end
   return q
 end
 )lua"},
     {"ceildiv", R"lua(local function ceildiv(a, b)
-  local r = fmod(a, b)
+  local r = math.fmod(a, b)
   local q = (a - r) / b
   if r ~= 0 and (r < 0) == (b < 0) then q = q + 1 end
   return q
 end
 )lua"},
     {"imod", R"lua(local function imod(a, b)
-  local r = fmod(a, b)
+  local r = math.fmod(a, b)
   if r ~= 0 and (r < 0) ~= (b < 0) then r = r + b end
   return r
 end
@@ -138,6 +141,25 @@ static_assert(callArgument("now") == 0 && callArgument("cost") == 1 &&
                   callArgument("consume") == 2 && callArgument("phase") == 3,
               "kLuaCall reads ARGV[1] … ARGV[4] in this order");
 
+/// ARGV index (from 1) of the quota's identity, after the call's arguments: the quota's
+/// arguments that follow it, joined (`quotaIdentity`). A function library keeps the tables it
+/// read a quota into under it, so a call of a quota it has seen reads none of its numbers.
+inline constexpr std::size_t kQuotaIdentityArgument = kCallArguments.size() + 1;
+/// ARGV index (from 1) of the quota's first argument.
+inline constexpr std::size_t kQuotaArgumentsStart = kQuotaIdentityArgument + 1;
+
+/// How a script reaches the server. `kEval`: a chunk sent by `EVALSHA` (and `EVAL` when the
+/// server lacks it), run whole on every call, so its helpers and models are closures made
+/// anew each time and its quota is read from the arguments each time. `kLibrary`: a Redis
+/// function library (Redis 7+; `FUNCTION LOAD` once per server, then `FCALL`), whose top
+/// level defines the helpers and models once, and whose one function runs the call; it keeps
+/// up to `kQuotasKept` quotas it has read, by identity.
+enum class ScriptForm { kEval, kLibrary };
+
+/// The quotas a library keeps read; past that it starts again (a table enforces one quota at a
+/// time, and a change of limit or a tier is a few more).
+inline constexpr int kQuotasKept = 64;
+
 /// The call's own arguments: the time (a missing one reads `TIME`) less the key's phase, and
 /// the cost. `now` and `cost` are checked, since a script error is the only safe answer to a
 /// malformed one; the phase and the quota come from the storage, which checked the quota when
@@ -160,6 +182,24 @@ if cost == nil or cost < 0 or cost % 1 ~= 0 then
   error('ratelimit: ARGV cost is not a whole number >= 0')
 end
 )lua";
+
+/// A library's call, after `kLuaCall`: `quota`, the tables of this call's quota identity,
+/// one per model (`q` is `quota[1]`, a set's member `i` `quota[i]`), filled by the glue the
+/// first time the identity comes. `quotas` and `quotaCount` are the library's own
+/// (`kLuaLibraryTop`).
+inline constexpr std::string_view kLuaQuotaOfCall = R"lua(
+local quota = quotas[ARGV[QUOTA_IDENTITY]]
+if not quota then
+  if quotaCount >= QUOTAS_KEPT then
+    quotas, quotaCount = {}, 0
+  end
+  quota, quotaCount = {}, quotaCount + 1
+  quotas[ARGV[QUOTA_IDENTITY]] = quota
+end
+)lua";
+
+/// A library's top level after its helpers and models: the quotas it has read, by identity.
+inline constexpr std::string_view kLuaLibraryTop = "\nlocal quotas, quotaCount = {}, 0\n";
 
 /// The main chunk, after the model's Lua, the call's arguments, and what `composeScript`
 /// writes for the model: `model`, the quota `q`, the key's `state` (a missing or unreadable one
@@ -324,12 +364,13 @@ inline void appendLuaList(std::string& out, std::span<const std::string_view> na
 
 /// Where one model's glue reads and writes: its names carry `suffix` (`model`, `q`, `state`,
 /// `store`, and `load` where the state is `reloadable`), its key is `KEYS[key]`, its quota
-/// starts at `ARGV[argument]`.
+/// starts at `ARGV[argument]` (and a library keeps it read in `quota[key]`).
 struct GlueSite {
     std::string suffix;
     std::size_t key = 1;
-    std::size_t argument = kCallArguments.size() + 1;
+    std::size_t argument = kQuotaArgumentsStart;
     bool reloadable = false;  ///< a `load` function reads the stored state again
+    ScriptForm form = ScriptForm::kEval;
 };
 
 /// The Lua that carries a key's `state`, read with the quota `from` it was written under, over
@@ -509,18 +550,28 @@ inline void appendModelGlue(std::string& out, const ScriptModel& model,
         .append(encoded)
         .append(", 'PX', fmt(ceildiv(keep, 1000) + 1))\nend\n");
     const std::string reads = std::string(code).append(out, glueAt);
-    head.append("local ").append(qn).append(" = {");
+    std::string table = "{";
     std::string_view separator;
     for (std::size_t i = 0; i < quotaFields.size(); ++i) {
         if (!namesInLua(reads, quotaFields[i], "q.") &&
             !namesInLua(reads, quotaFields[i], qn + ".")) {
             continue;  // sent, but not read: a field costs the script a `tonumber` and a slot
         }
-        head.append(separator).append(quotaFields[i]).append(" = tonumber(ARGV[");
-        head.append(std::to_string(site.argument + i)).append("])");
+        table.append(separator).append(quotaFields[i]).append(" = tonumber(ARGV[");
+        table.append(std::to_string(site.argument + i)).append("])");
         separator = ", ";
     }
-    out.insert(glueAt, head.append("}\n"));
+    table.append("}");
+    if (site.form == ScriptForm::kEval) {
+        head.append("local ").append(qn).append(" = ").append(table).append("\n");
+    } else {
+        const std::string kept = "quota[" + std::to_string(site.key) + "]";
+        head.append("local ").append(qn).append(" = ").append(kept).append("\n");
+        head.append("if not ").append(qn).append(" then\n  ").append(qn).append(" = ");
+        head.append(table).append("\n  ").append(kept).append(" = ").append(qn);
+        head.append("\nend\n");
+    }
+    out.insert(glueAt, head);
 }
 
 /// Checks that the model's names are Lua identifiers. Throws: `std::invalid_argument`.
@@ -540,14 +591,50 @@ inline void checkScriptNames(const ScriptModel& model,
     }
 }
 
-/// The script that runs one model's step: the helpers it uses, the model's Lua (defining the
-/// table `model.name`), the call's arguments, the model's glue, and the main chunk. No `#!lua`
-/// shebang. `mainPieces` are the main chunk's, joined in order: `kLuaMain`, or `kLuaLeaseMain`
-/// for a bucket's leases. Throws: `std::invalid_argument` when a name is not a Lua identifier,
-/// or the state has no field.
+/// The script, in `form`, of `body`: the models' Lua (its first `modelsEnd` characters), then
+/// what runs on each call. The helpers the body uses go first. A library (`kLibrary`) is named
+/// `ratelimit_<SHA-1 of its code>`, so that a library of that name on a server is this one,
+/// and registers one function of that name (`libraryName`).
+inline std::string finishScript(const std::string& body, std::size_t modelsEnd, ScriptForm form) {
+    std::string code;
+    appendLuaHelpers(code, body);
+    if (form == ScriptForm::kEval) {
+        return code.append(body);
+    }
+    code.append(body, 0, modelsEnd).append(kLuaLibraryTop);
+    code.append("\nlocal function call(KEYS, ARGV)").append(body, modelsEnd).append("end\n");
+    const std::string name = "ratelimit_" + sha1Hex(code);
+    return "#!lua name=" + name + "\n" + code + "redis.register_function('" + name + "', call)\n";
+}
+
+/// The name of a library `finishScript` wrote, which is also its function's.
+inline std::string_view libraryName(std::string_view library) noexcept {
+    constexpr std::string_view kShebang = "#!lua name=";
+    const std::size_t end = library.find('\n');
+    return library.substr(kShebang.size(), end - kShebang.size());
+}
+
+/// What a call runs before its models' glue: its arguments, and in a library its quota's kept
+/// tables.
+inline void appendCallHead(std::string& body, ScriptForm form) {
+    body.append(kLuaCall);
+    if (form == ScriptForm::kLibrary) {
+        std::string kept = replaceAll(std::string(kLuaQuotaOfCall), "QUOTA_IDENTITY",
+                                      std::to_string(kQuotaIdentityArgument));
+        body.append(replaceAll(std::move(kept), "QUOTAS_KEPT", std::to_string(kQuotasKept)));
+    }
+}
+
+/// The script that runs one model's step, in `form`: the helpers it uses, the model's Lua
+/// (defining the table `model.name`), the call's arguments, the model's glue, and the main
+/// chunk. An EVAL script has no `#!lua` shebang (a shebang script that writes is refused
+/// outright at `maxmemory`). `mainPieces` are the main chunk's, joined in order: `kLuaMain`,
+/// or `kLuaLeaseMain` for a bucket's leases. Throws: `std::invalid_argument` when a name is
+/// not a Lua identifier, or the state has no field.
 inline std::string composeScript(const ScriptModel& model,
                                  std::span<const std::string_view> quotaFields,
-                                 std::span<const std::string_view> mainPieces = kLuaMain) {
+                                 std::span<const std::string_view> mainPieces = kLuaMain,
+                                 ScriptForm form = ScriptForm::kEval) {
     checkScriptNames(model, quotaFields);
     // Everything but the helpers, first, to see which helpers and quota fields it uses.
     std::string body;
@@ -555,18 +642,17 @@ inline std::string composeScript(const ScriptModel& model,
         body.append(piece);
     }
     const std::size_t modelEnd = body.size();
-    body.append(kLuaCall);
+    appendCallHead(body, form);
     std::string main;
     for (const std::string_view piece : mainPieces) {
         main.append(piece);
     }
     const std::string modelAndMain = body.substr(0, modelEnd).append(main);
-    appendModelGlue(body, model, quotaFields, modelAndMain);
+    GlueSite site;
+    site.form = form;
+    appendModelGlue(body, model, quotaFields, modelAndMain, site);
     body.append(main);
-    std::string script;
-    appendLuaHelpers(script, body);
-    script.append(body);
-    return script;
+    return finishScript(body, modelEnd, form);
 }
 
 /// The main chunk of a limit set's script (`LimitSetModel`; each member `i` has its glue with
@@ -660,12 +746,13 @@ inline std::string setMain(std::size_t members, std::size_t dryRunArgument) {
     return out;
 }
 
-/// The script of a limit set: the helpers, each member model's Lua once (models and pieces
-/// that members share are defined once), the call's arguments, each member's glue (suffix,
-/// key and quota arguments `i`, its quota after the previous member's), and `setMain`.
-/// Throws: `std::invalid_argument` as `composeScript`.
+/// The script of a limit set, in `form`: the helpers, each member model's Lua once (models
+/// and pieces that members share are defined once), the call's arguments, each member's glue
+/// (suffix, key and quota arguments `i`, its quota after the previous member's), and
+/// `setMain`. Throws: `std::invalid_argument` as `composeScript`.
 inline std::string composeSetScript(std::span<const ScriptModel> members,
-                                    std::span<const std::string_view> quotaFields) {
+                                    std::span<const std::string_view> quotaFields,
+                                    ScriptForm form = ScriptForm::kEval) {
     std::string body;
     std::vector<const char*> pieces;
     for (const ScriptModel& m : members) {
@@ -677,12 +764,13 @@ inline std::string composeSetScript(std::span<const ScriptModel> members,
             }
         }
     }
-    body.append(kLuaCall);
+    const std::size_t modelsEnd = body.size();
+    appendCallHead(body, form);
     const std::string main =
-        setMain(members.size(), kCallArguments.size() + 1 + members.size() * quotaFields.size());
+        setMain(members.size(), kQuotaArgumentsStart + members.size() * quotaFields.size());
     for (std::size_t i = 0; i < members.size(); ++i) {
         const GlueSite site{std::to_string(i + 1), i + 1,
-                            kCallArguments.size() + 1 + i * quotaFields.size(), true};
+                            kQuotaArgumentsStart + i * quotaFields.size(), true, form};
         std::string code;  // what reads this member's quota: its model, and the main chunk
         for (const std::string_view piece : members[i].lua) {
             code.append(piece);
@@ -690,10 +778,7 @@ inline std::string composeSetScript(std::span<const ScriptModel> members,
         appendModelGlue(body, members[i], quotaFields, code.append(main), site);
     }
     body.append(main);
-    std::string script;
-    appendLuaHelpers(script, body);
-    script.append(body);
-    return script;
+    return finishScript(body, modelsEnd, form);
 }
 
 /// `v` in decimal.

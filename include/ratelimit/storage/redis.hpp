@@ -154,8 +154,9 @@ inline constexpr StorageRange kRedisRange{"Redis", "us", " (exact integers in Lu
 
 }  // namespace detail
 
-/// Shared storage in Redis: every check is one `EVALSHA` of the model's Lua, atomic in the
-/// server, so any number of hosts share one limit exactly.
+/// Shared storage in Redis: every check is one run of the model's Lua, atomic in the server,
+/// so any number of hosts share one limit exactly: an `FCALL` of it as a function (Redis 7+,
+/// `Options::functions`), or an `EVALSHA`.
 ///
 /// Concurrent calls share a few connections (`Options::pipelining`, the default): the first
 /// caller to find a connection idle writes every request queued on it in one write and hands
@@ -261,21 +262,51 @@ inline void appendQuotaArguments(std::vector<std::string>& values, const Quota& 
 /// member's model once and reads each member's quota in turn (`composeSetScript`); tiers run
 /// their model's script, each call with its tier's quota.
 template <RedisModel M>
-std::string scriptOf() {
+std::string scriptOf(ScriptForm form = ScriptForm::kEval) {
     if constexpr (kIsTiered<M>) {
-        return scriptOf<typename M::Inner>();
+        return scriptOf<typename M::Inner>(form);
     } else if constexpr (kIsLimitSet<M>) {
         std::array<ScriptModel, M::kSize> members{};
         M::forEach(
             [&]<std::size_t I>() { members[I] = scriptModel<typename M::template Member<I>>(); });
-        return composeSetScript(members, kQuotaArgumentNames);
+        return composeSetScript(members, kQuotaArgumentNames, form);
     } else if constexpr (kIsPenalized<M>) {
-        return composeScript(scriptModel<M>(), kPenalizedArgumentNames);
+        return composeScript(scriptModel<M>(), kPenalizedArgumentNames, kLuaMain, form);
     } else {
-        return composeScript(scriptModel<M>(), kQuotaArgumentNames);
+        return composeScript(scriptModel<M>(), kQuotaArgumentNames, kLuaMain, form);
     }
 }
 
+/// One script as a table sends it: the chunk `EVALSHA` names by its SHA-1 (and `EVAL`
+/// sends), and the function library whose function `FCALL` names.
+struct ScriptForms {
+    std::string text;
+    std::string sha;
+    std::string library;
+    std::string function;
+
+    /// The forms `compose(form)` writes.
+    template <class Compose>
+    static ScriptForms of(Compose compose) {
+        ScriptForms forms;
+        forms.text = compose(ScriptForm::kEval);
+        forms.sha = sha1Hex(forms.text);
+        forms.library = compose(ScriptForm::kLibrary);
+        forms.function = libraryName(forms.library);
+        return forms;
+    }
+};
+
+/// A quota's identity (`kQuotaIdentityArgument`): its arguments, joined by commas.
+inline std::string quotaIdentity(std::span<const std::string> arguments) {
+    std::string identity;
+    for (const std::string& a : arguments) {
+        identity.append(identity.empty() ? "" : ",").append(a);
+    }
+    return identity;
+}
+
+/// The arguments that send `q`, after its identity (each tier's, for a tiered model).
 template <RedisModel M>
 std::vector<std::string> quotaArguments(const QuotaOf<M>& q) {
     std::vector<std::string> values;
@@ -302,6 +333,9 @@ std::vector<std::string> quotaArguments(const QuotaOf<M>& q) {
                 values.push_back(decimal(q.*a.field));
             }
         }
+    }
+    if constexpr (!kIsTiered<M>) {
+        values.insert(values.begin(), quotaIdentity(values));
     }
     return values;
 }
@@ -413,6 +447,9 @@ struct RedisShared final : RefCounted {
     std::atomic<std::uint64_t> askFollowed{0};
     std::atomic<std::uint64_t> tryAgainRetries{0};
     std::atomic<std::uint64_t> scriptResends{0};
+    std::atomic<std::uint64_t> functionLoads{0};
+    /// `options.functions`, until a server shows it has none for us.
+    std::atomic<bool> functions{options.functions};
     std::atomic<std::uint64_t> failures{0};
     std::atomic<std::uint64_t> shortCircuited{0};
     std::array<std::atomic<std::uint64_t>, kStoreErrorKinds> failuresByKind{};
@@ -435,6 +472,7 @@ struct RedisShared final : RefCounted {
         s.askFollowed = askFollowed.load(std::memory_order_relaxed);
         s.tryAgainRetries = tryAgainRetries.load(std::memory_order_relaxed);
         s.slotMapReads = slotMapReads.load(std::memory_order_relaxed);
+        s.functionLoads = functionLoads.load(std::memory_order_relaxed);
         return s;
     }
 
@@ -620,10 +658,8 @@ public:
         : shared_(std::move(shared)),
           keyPrefixes_(keyPrefixes(shared_->options.keyPrefix + ":" + options.name + ":" +
                                    std::string(M::kName))),
-          script_(detail::scriptOf<M>()),
-          sha_(detail::sha1Hex(script_)),
-          leaseScript_(leaseScript()),
-          leaseSha_(leaseScript_.empty() ? std::string() : detail::sha1Hex(leaseScript_)),
+          script_(detail::ScriptForms::of(&detail::scriptOf<M>)),
+          lease_(leaseScript()),
           enforced_(detail::Ref<Epochs>::make(Enforced{quota, detail::quotaArguments<M>(quota)})),
           policy_(options.failurePolicy),
           fallback_(detail::Ref<detail::RedisFallback<M>>::make(
@@ -779,8 +815,11 @@ public:
         return std::move(redisKeys(key).front());
     }
 
-    [[nodiscard]] const std::string& script() const noexcept { return script_; }
-    [[nodiscard]] const std::string& scriptSha() const noexcept { return sha_; }
+    [[nodiscard]] const std::string& script() const noexcept { return script_.text; }
+    [[nodiscard]] const std::string& scriptSha() const noexcept { return script_.sha; }
+    /// The script as a function library (`RedisStorageOptions::functions`), and its function.
+    [[nodiscard]] const std::string& scriptLibrary() const noexcept { return script_.library; }
+    [[nodiscard]] const std::string& scriptFunction() const noexcept { return script_.function; }
 
     /// The quota in force.
     [[nodiscard]] const QuotaOf<M>& quota() const noexcept {
@@ -807,10 +846,12 @@ private:
     using Epochs = detail::LimitEpochs<Enforced>;
 
     /// A leasable model's lease script, or empty.
-    static std::string leaseScript() {
+    static detail::ScriptForms leaseScript() {
         if constexpr (kLeasable) {
-            return detail::composeScript(detail::scriptModel<M>(), detail::kQuotaArgumentNames,
-                                         detail::kLuaLeaseMain);
+            return detail::ScriptForms::of([](detail::ScriptForm form) {
+                return detail::composeScript(detail::scriptModel<M>(), detail::kQuotaArgumentNames,
+                                             detail::kLuaLeaseMain, form);
+            });
         } else {
             return {};
         }
@@ -956,21 +997,93 @@ private:
             withLease = leaseArguments(arguments, *lease);
             arguments = withLease;
         }
-        const std::string& text = lease != nullptr ? leaseScript_ : script_;
-        const std::string& sha = lease != nullptr ? leaseSha_ : sha_;
-        detail::ReplyPtr reply =
-            send(node, asking, "EVALSHA", sha, keys, script, arguments, deadline, status);
-        if (reply && isNoScript(*reply)) {
-            // The script did not run (restart, failover, SCRIPT FLUSH, a node that never ran
-            // it): the one resend allowed.
-            shared_->scriptResends.fetch_add(1, std::memory_order_relaxed);
-            reply = send(node, asking, "EVAL", text, keys, script, arguments, deadline, status);
+        const detail::ScriptForms& forms = lease != nullptr ? lease_ : script_;
+        detail::ReplyPtr reply;
+        const bool tried = shared_->functions.load(std::memory_order_relaxed);
+        if (!tried ||
+            !callFunction(node, asking, keys, script, arguments, forms, deadline, status, reply)) {
+            if (tried) {
+                shared_->scriptResends.fetch_add(1, std::memory_order_relaxed);
+            }
+            reply =
+                send(node, asking, "EVALSHA", forms.sha, keys, script, arguments, deadline, status);
+            if (reply && isNoScript(*reply)) {
+                // The script did not run (restart, failover, SCRIPT FLUSH, a node that never
+                // ran it): sent whole, once.
+                shared_->scriptResends.fetch_add(1, std::memory_order_relaxed);
+                reply = send(node, asking, "EVAL", forms.text, keys, script, arguments, deadline,
+                             status);
+            }
         }
         if (!reply) {
             return std::nullopt;
         }
         return parse(*reply, status, detail::callEach<M>(each),
                      detail::callQuota<M>(enforced.quota, each));
+    }
+
+    /// The call as an `FCALL` of `forms`' function, into `reply` (null when the link failed),
+    /// after loading its library where `node` lacks it (restart, failover, `FUNCTION FLUSH`, a
+    /// node that never ran it). False when the call must go as `EVALSHA` instead: the server
+    /// refused the function before running it (`OOM`: a function that writes does not start at
+    /// `maxmemory`, where an `EVALSHA` still answers refusals), or has none for this storage
+    /// (Redis 6, an ACL without `FCALL` or `FUNCTION LOAD`, a library it would not load), after
+    /// which no call tries one again.
+    bool callFunction(detail::RedisNode& node, bool asking, const std::vector<std::string>& keys,
+                      const detail::ScriptCall& script, std::span<const std::string> arguments,
+                      const detail::ScriptForms& forms, detail::Deadline deadline,
+                      detail::IoStatus& status, detail::ReplyPtr& reply) const {
+        reply =
+            send(node, asking, "FCALL", forms.function, keys, script, arguments, deadline, status);
+        if (reply && startsWith(*reply, "ERR Function not found")) {
+            std::string request;
+            detail::appendCommand(request, {"FUNCTION", "LOAD", forms.library});
+            shared_->requests.fetch_add(1, std::memory_order_relaxed);
+            shared_->scriptResends.fetch_add(1, std::memory_order_relaxed);
+            reply = exchange(node, false, request, deadline, status);
+            if (!reply) {
+                return true;
+            }
+            const bool loaded = reply->type != REDIS_REPLY_ERROR;
+            if (!loaded && !alreadyLoaded(*reply)) {
+                refusedFunction(*reply);
+                return false;
+            }
+            shared_->functionLoads.fetch_add(loaded ? 1 : 0, std::memory_order_relaxed);
+            shared_->scriptResends.fetch_add(1, std::memory_order_relaxed);
+            reply = send(node, asking, "FCALL", forms.function, keys, script, arguments, deadline,
+                         status);
+        }
+        return !reply || reply->type != REDIS_REPLY_ERROR || !refusedFunction(*reply, true);
+    }
+
+    /// Whether `error`, the reply to an `FCALL` or a `FUNCTION LOAD`, means the call must go as
+    /// `EVALSHA`; when the server has no functions for this storage, none are tried again. A
+    /// `FUNCTION LOAD` error means so (`OOM` for this call only); of an `FCALL`'s, only `OOM`, an
+    /// unknown command and a `NOPERM` for the command (not for a key) do.
+    bool refusedFunction(const redisReply& error, bool fromCall = false) const {
+        if (startsWith(error, "OOM")) {
+            return true;
+        }
+        const std::string_view text(error.str, error.len);
+        const bool unavailable =
+            !fromCall || startsWith(error, "ERR unknown command") ||
+            (startsWith(error, "NOPERM") && text.find(" command") != std::string_view::npos);
+        if (unavailable) {
+            shared_->functions.store(false, std::memory_order_relaxed);
+        }
+        return unavailable;
+    }
+
+    /// A `FUNCTION LOAD` refused because another caller loaded the same library first.
+    static bool alreadyLoaded(const redisReply& error) {
+        return startsWith(error, "ERR Library") &&
+               std::string_view(error.str, error.len).ends_with("already exists");
+    }
+
+    static bool startsWith(const redisReply& reply, std::string_view prefix) {
+        return reply.type == REDIS_REPLY_ERROR &&
+               std::string_view(reply.str, reply.len).starts_with(prefix);
     }
 
     /// A lease call's arguments: the quota's, then `detail::kLeaseArguments`.
@@ -1019,10 +1132,7 @@ private:
                       : node.pool.exchange(request, deadline, status);
     }
 
-    static bool isNoScript(const redisReply& reply) {
-        return reply.type == REDIS_REPLY_ERROR &&
-               std::string_view(reply.str, reply.len).substr(0, 8) == "NOSCRIPT";
-    }
+    static bool isNoScript(const redisReply& reply) { return startsWith(reply, "NOSCRIPT"); }
 
     /// The script's reply: {allowed, limit, remaining, retry, reset, penalty started} for a
     /// single model; for
@@ -1157,10 +1267,8 @@ private:
 
     detail::Ref<detail::RedisShared> shared_;
     std::vector<std::string> keyPrefixes_;
-    std::string script_;
-    std::string sha_;
-    std::string leaseScript_;  // a leasable model's, or empty
-    std::string leaseSha_;
+    detail::ScriptForms script_;
+    detail::ScriptForms lease_;  // a leasable model's, or empty
     detail::Ref<Epochs> enforced_;
     FailurePolicy policy_;
     detail::Ref<detail::RedisFallback<M>> fallback_;
