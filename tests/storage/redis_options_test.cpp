@@ -1,12 +1,15 @@
 // Tests of include/ratelimit/storage/redis.hpp: what a storage does with its options and its
-// clock. Limiters over server time (the default) and SystemClock, the script cache after SCRIPT
-// FLUSH, limits beyond Redis's exact range, invalid options, and a construction that does no
+// clock. Limiters over server time (the default) and SystemClock, the function library and the
+// script cache (after FUNCTION FLUSH and SCRIPT FLUSH, hosts loading at once, a library's kept
+// quotas), limits beyond Redis's exact range, invalid options, and a construction that does no
 // I/O. Each test that needs a server starts its own redis-server.
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <netinet/in.h>
 #include <optional>
 #include <poll.h>
@@ -15,8 +18,10 @@
 #include <string>
 #include <string_view>
 #include <sys/socket.h>
+#include <thread>
 #include <type_traits>
 #include <unistd.h>
+#include <vector>
 
 #include <hiredis/hiredis.h>
 
@@ -188,8 +193,8 @@ TEMPLATE_TEST_CASE("RedisStorage: after FUNCTION FLUSH the library is loaded onc
     std::map<std::string, std::int64_t> calls = commandCalls(raw.get());
     CHECK(calls["fcall"] == 3);
     CHECK(calls["function|load"] == 1);
-    CHECK(calls.count("evalsha") == 0);
-    CHECK(calls.count("eval") == 0);
+    CHECK_FALSE(calls.contains("evalsha"));
+    CHECK_FALSE(calls.contains("eval"));
     // The library on the server is the table's, by name.
     const RedisReplyPtr list = command(raw.get(), {"FUNCTION", "LIST"});
     REQUIRE(list != nullptr);
@@ -219,9 +224,96 @@ TEMPLATE_TEST_CASE("RedisStorage: after FUNCTION FLUSH the library is loaded onc
     CHECK(after.connectsOpened == before.connectsOpened);
     CHECK(calls["fcall"] == 2);
     CHECK(calls["function|load"] == 1);
-    CHECK(calls.count("evalsha") == 0);
+    CHECK_FALSE(calls.contains("evalsha"));
     CHECK(limiter.tryAcquire("k").remaining == 6);
     CHECK(storage.stats().requests == after.requests + 1);
+}
+
+TEST_CASE("RedisStorage: hosts that find the library missing at once load it once between them",
+          "[redis_storage][redis][concurrency]") {
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    // Eight hosts (a storage each), started together on a server that never ran the script:
+    // each call's FCALL may find the function missing, then all but one FUNCTION LOAD find
+    // the library already there, and every call still runs exactly once.
+    constexpr int kHosts = 8;
+    constexpr int kCalls = 20;
+    std::vector<std::unique_ptr<RedisStorage>> storages;
+    std::vector<std::unique_ptr<RedisLimiter<ratelimit::FixedWindowModel>>> limiters;
+    storages.reserve(kHosts);
+    limiters.reserve(kHosts);
+    ManualClock clock;
+    clock.set(1h);
+    for (int h = 0; h < kHosts; ++h) {
+        storages.push_back(std::make_unique<RedisStorage>(storageOptions(*server, "rl-race")));
+        limiters.push_back(std::make_unique<RedisLimiter<ratelimit::FixedWindowModel>>(
+            Limit::perHour(100), *storages.back(), clock, limiterOptions("race")));
+    }
+    std::atomic<bool> go{false};
+    std::atomic<int> admitted{0};
+    std::atomic<int> degraded{0};
+    std::vector<std::thread> threads;
+    threads.reserve(kHosts);
+    for (int h = 0; h < kHosts; ++h) {
+        threads.emplace_back([&, h] {
+            while (!go.load()) {
+                std::this_thread::yield();
+            }
+            for (int i = 0; i < kCalls; ++i) {
+                const Decision d = limiters[static_cast<std::size_t>(h)]->tryAcquire("hot");
+                admitted.fetch_add(d.allowed ? 1 : 0);
+                degraded.fetch_add(d.degraded ? 1 : 0);
+            }
+        });
+    }
+    go.store(true);
+    for (std::thread& t : threads) {
+        t.join();
+    }
+    CHECK(degraded.load() == 0);
+    CHECK(admitted.load() == 100);
+    std::uint64_t loads = 0;
+    for (const auto& storage : storages) {
+        const ratelimit::RedisStats stats = storage->stats();
+        INFO(describe(stats));
+        CHECK(stats.requests - stats.scriptResends == std::uint64_t{kCalls});
+        CHECK(stats.failures == 0);
+        loads += stats.functionLoads;
+    }
+    CHECK(loads == 1);
+}
+
+TEST_CASE("RedisStorage: a library reads again a quota it no longer keeps",
+          "[redis_storage][redis]") {
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    // More limits than a library keeps quotas (detail::kQuotasKept), all of one script: every
+    // call still steps under its own limit, before and after the library starts its quotas
+    // again.
+    const RedisStorage storage(storageOptions(*server, "rl-quotas"));
+    ManualClock clock;
+    clock.set(1h);
+    constexpr int kLimits = ratelimit::detail::kQuotasKept + 6;
+    std::vector<RedisLimiter<ratelimit::TokenBucketModel>> limiters;
+    limiters.reserve(kLimits);
+    for (int i = 0; i < kLimits; ++i) {
+        limiters.emplace_back(Limit::perHour(10 + i), storage, clock,
+                              limiterOptions("quota" + std::to_string(i)));
+    }
+    for (int round = 1; round <= 2; ++round) {
+        for (int i = 0; i < kLimits; ++i) {
+            const Decision d = limiters[static_cast<std::size_t>(i)].tryAcquire("k");
+            INFO("limit " << 10 + i << ", round " << round << ": " << describe(d));
+            CHECK((!d.degraded && d.allowed));
+            CHECK(d.limit == 10 + i);
+            CHECK(d.remaining == 10 + i - round);
+        }
+    }
+    CHECK(storage.stats().functionLoads == 1);
 }
 
 TEMPLATE_TEST_CASE("RedisStorage: after SCRIPT FLUSH the script is sent once more, once",

@@ -1029,10 +1029,12 @@ private:
     /// `maxmemory`, where an `EVALSHA` still answers refusals), or has none for this storage
     /// (Redis 6, an ACL without `FCALL` or `FUNCTION LOAD`, a library it would not load), after
     /// which no call tries one again.
-    bool callFunction(detail::RedisNode& node, bool asking, const std::vector<std::string>& keys,
-                      const detail::ScriptCall& script, std::span<const std::string> arguments,
-                      const detail::ScriptForms& forms, detail::Deadline deadline,
-                      detail::IoStatus& status, detail::ReplyPtr& reply) const {
+    [[nodiscard]] bool callFunction(detail::RedisNode& node, bool asking,
+                                    const std::vector<std::string>& keys,
+                                    const detail::ScriptCall& script,
+                                    std::span<const std::string> arguments,
+                                    const detail::ScriptForms& forms, detail::Deadline deadline,
+                                    detail::IoStatus& status, detail::ReplyPtr& reply) const {
         reply =
             send(node, asking, "FCALL", forms.function, keys, script, arguments, deadline, status);
         if (reply && startsWith(*reply, "ERR Function not found")) {
@@ -1046,7 +1048,11 @@ private:
             }
             const bool loaded = reply->type != REDIS_REPLY_ERROR;
             if (!loaded && !alreadyLoaded(*reply)) {
-                refusedFunction(*reply);
+                // A library this server would not load, or may not: none are tried again (but
+                // after OOM, the next call's).
+                if (!startsWith(*reply, "OOM")) {
+                    shared_->functions.store(false, std::memory_order_relaxed);
+                }
                 return false;
             }
             shared_->functionLoads.fetch_add(loaded ? 1 : 0, std::memory_order_relaxed);
@@ -1054,21 +1060,20 @@ private:
             reply = send(node, asking, "FCALL", forms.function, keys, script, arguments, deadline,
                          status);
         }
-        return !reply || reply->type != REDIS_REPLY_ERROR || !refusedFunction(*reply, true);
+        return !reply || reply->type != REDIS_REPLY_ERROR || !refusedFunction(*reply);
     }
 
-    /// Whether `error`, the reply to an `FCALL` or a `FUNCTION LOAD`, means the call must go as
-    /// `EVALSHA`; when the server has no functions for this storage, none are tried again. A
-    /// `FUNCTION LOAD` error means so (`OOM` for this call only); of an `FCALL`'s, only `OOM`, an
-    /// unknown command and a `NOPERM` for the command (not for a key) do.
-    bool refusedFunction(const redisReply& error, bool fromCall = false) const {
+    /// Whether `error`, an `FCALL`'s reply, means the call must go as `EVALSHA`: `OOM`, or a
+    /// server with no functions for this storage (an unknown command, a `NOPERM` for the
+    /// command rather than for a key), after which none are tried again.
+    [[nodiscard]] bool refusedFunction(const redisReply& error) const {
         if (startsWith(error, "OOM")) {
             return true;
         }
-        const std::string_view text(error.str, error.len);
         const bool unavailable =
-            !fromCall || startsWith(error, "ERR unknown command") ||
-            (startsWith(error, "NOPERM") && text.find(" command") != std::string_view::npos);
+            startsWith(error, "ERR unknown command") ||
+            (startsWith(error, "NOPERM") &&
+             std::string_view(error.str, error.len).find(" command") != std::string_view::npos);
         if (unavailable) {
             shared_->functions.store(false, std::memory_order_relaxed);
         }
@@ -1076,12 +1081,12 @@ private:
     }
 
     /// A `FUNCTION LOAD` refused because another caller loaded the same library first.
-    static bool alreadyLoaded(const redisReply& error) {
+    [[nodiscard]] static bool alreadyLoaded(const redisReply& error) {
         return startsWith(error, "ERR Library") &&
                std::string_view(error.str, error.len).ends_with("already exists");
     }
 
-    static bool startsWith(const redisReply& reply, std::string_view prefix) {
+    [[nodiscard]] static bool startsWith(const redisReply& reply, std::string_view prefix) {
         return reply.type == REDIS_REPLY_ERROR &&
                std::string_view(reply.str, reply.len).starts_with(prefix);
     }
