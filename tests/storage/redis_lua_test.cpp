@@ -148,16 +148,14 @@ const std::string& scriptOf() {
     return script;
 }
 
-/// The composed script, verbatim, as a function body; then the TTL, the value and PERSIST in
-/// the same script. Returns {decision, PTTL, PEXPIRETIME (error before Redis 7), value,
-/// TIME before the step, TIME after the TTL reads}.
-template <class Model>
-const std::string& probeScriptOf() {
-    static const std::string script = "local function ratelimitStep()\n" + scriptOf<Model>() +
-                                      R"lua(
-end
+/// The probe around one step, `step` (a Lua call): the step's reply, then the TTL, the value
+/// and PERSIST in the same script. Returns {decision, PTTL, PEXPIRETIME (error before Redis 7),
+/// value, TIME before the step, TIME after the TTL reads}.
+std::string probeAround(std::string_view step) {
+    return R"lua(
 local before = redis.call('TIME')
-local decision = ratelimitStep()
+local decision = )lua" +
+           std::string(step) + R"lua(
 local pttl = redis.call('PTTL', KEYS[1])
 local expireTime = redis.pcall('PEXPIRETIME', KEYS[1])
 local after = redis.call('TIME')
@@ -165,29 +163,26 @@ local value = redis.call('GET', KEYS[1])
 redis.call('PERSIST', KEYS[1])
 return {decision, pttl, expireTime, value, before, after}
 )lua";
+}
+
+/// The composed script, verbatim, as a function body, in the probe.
+template <class Model>
+const std::string& probeScriptOf() {
+    static const std::string script = "local function ratelimitStep()\n" + scriptOf<Model>() +
+                                      "end\n" + probeAround("ratelimitStep()");
     return script;
 }
 
-/// The probe of `probeScriptOf`, as a second function of the model's library: it calls the
-/// library's own `call`. Loaded with `FUNCTION LOAD REPLACE`, called as `FCALL probe`.
+/// The model's library with a second function, `probe`: the probe around the library's own
+/// `call`. Loaded with `FUNCTION LOAD REPLACE`, called as `FCALL probe`.
 template <class Model>
 const std::string& probeLibraryOf() {
     static const std::string library =
         ratelimit::detail::composeScript(
             ratelimit::detail::scriptModel<Model>(), ratelimit::detail::kQuotaArgumentNames,
             ratelimit::detail::kLuaMain, ratelimit::detail::ScriptForm::kLibrary) +
-        R"lua(
-redis.register_function('probe', function(KEYS, ARGV)
-  local before = redis.call('TIME')
-  local decision = call(KEYS, ARGV)
-  local pttl = redis.call('PTTL', KEYS[1])
-  local expireTime = redis.pcall('PEXPIRETIME', KEYS[1])
-  local after = redis.call('TIME')
-  local value = redis.call('GET', KEYS[1])
-  redis.call('PERSIST', KEYS[1])
-  return {decision, pttl, expireTime, value, before, after}
-end)
-)lua";
+        "redis.register_function('probe', function(KEYS, ARGV)" + probeAround("call(KEYS, ARGV)") +
+        "end)\n";
     return library;
 }
 
