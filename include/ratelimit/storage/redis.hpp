@@ -297,11 +297,12 @@ struct ScriptForms {
     }
 };
 
-/// A quota's identity (`kQuotaIdentityArgument`): its arguments, joined by commas.
+/// A quota's identity (`kQuotaIdentityArgument`): its arguments, joined by colons (no comma,
+/// which would split the command's name in `redis-benchmark --csv`).
 inline std::string quotaIdentity(std::span<const std::string> arguments) {
     std::string identity;
     for (const std::string& a : arguments) {
-        identity.append(identity.empty() ? "" : ",").append(a);
+        identity.append(identity.empty() ? "" : ":").append(a);
     }
     return identity;
 }
