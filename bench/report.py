@@ -310,13 +310,15 @@ def redis_table(placements, bench_rps):
 
 
 def redis_sort_key(name):
+    # One shape for every name, so that rows of other shapes (the leased rows' tokens) sort
+    # after the rest instead of comparing a name with a number.
     m = re.match(r"BM_(\w+?)/keys:(\d+)/real_time/threads:(\d+)", name)
     if not m:
-        return (name, 0, 0)
+        return (99, 0, True, 0, name)
     family = m.group(1)
     algorithm = family.split("_")[-1] if family.startswith("Baseline") else family.split("_")[0]
     order = ALGORITHMS.index(algorithm) if algorithm in ALGORITHMS else 99
-    return (order, int(m.group(2)), family.startswith("Baseline"), int(m.group(3)))
+    return (order, int(m.group(2)), family.startswith("Baseline"), int(m.group(3)), name)
 
 
 def machine():
