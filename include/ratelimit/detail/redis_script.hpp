@@ -35,11 +35,14 @@ namespace detail {
 /// uses it (`appendLuaHelpers`): in a script sent whole (`ScriptForm::kEval`) a `local
 /// function` is a closure made on every call.
 ///
-/// Lua 5.1 numbers are doubles, exact for integers below 2^53, but `math.floor(a / b)` rounds
-/// the quotient first and can land on the wrong integer near 2^53. `math.fmod` is exact (C
-/// `fmod`), `a - r` is then an exact multiple of `b` and dividing it is exact, so `idiv`,
-/// `ceildiv` and `imod` are exact for |a|, |b| < 2^53, b ~= 0. (They name `math.fmod` where
-/// they call it: a function library's top level runs without the `math` table.) `fmt` is the
+/// Lua 5.1 numbers are doubles, exact for integers below 2^53. `idiv` and `ceildiv` round the
+/// quotient and then take its floor or ceiling, which is exact for |a| < 2^53, b ~= 0: the
+/// division is correctly rounded (IEEE 754), so the rounded a / b is off the true one by at
+/// most half an ulp, at most |a / b|·2^-53 < 1/|b|, while a true quotient that is not whole
+/// lies at least 1/|b| from every integer; so rounding never carries it onto one (the Lua test
+/// checks both sides of 2^53 − 1). `imod` keeps `math.fmod` (C `fmod`, exact), since q·b may
+/// pass 2^53. (They name `math` where they call it: a function library's top level runs without
+/// the `math` table.) `fmt` is the
 /// one way a number becomes a string (`tostring` and `..` print 14 significant digits). The
 /// decision builders are the C++ ones (algorithms/model.hpp), returning a decision as four
 /// values: allowed, remaining, retry (-1 means never) and reset. A helper uses only the ones
@@ -50,17 +53,11 @@ struct LuaHelper {
 };
 inline constexpr std::array<LuaHelper, 7> kLuaHelpers{{
     {"idiv", R"lua(local function idiv(a, b)
-  local r = math.fmod(a, b)
-  local q = (a - r) / b
-  if r ~= 0 and (r < 0) ~= (b < 0) then q = q - 1 end
-  return q
+  return math.floor(a / b)
 end
 )lua"},
     {"ceildiv", R"lua(local function ceildiv(a, b)
-  local r = math.fmod(a, b)
-  local q = (a - r) / b
-  if r ~= 0 and (r < 0) == (b < 0) then q = q + 1 end
-  return q
+  return math.ceil(a / b)
 end
 )lua"},
     {"imod", R"lua(local function imod(a, b)
