@@ -1216,6 +1216,14 @@ TEST_CASE("Redis faults: at maxmemory refusals still answer from Redis, admissio
     CHECK(hook.events()[0].health == StoreEvent::Health::kFailing);
     CHECK(hook.events()[0].error == StoreError::kOutOfMemory);
 
+    // The library lost at maxmemory: FUNCTION LOAD is refused as OOM too, and the refusal is
+    // still answered, as EVALSHA; functions stay on, and load once memory is back.
+    rt::ok(rt::command(raw.get(), {"FUNCTION", "FLUSH"}));
+    const Decision unloaded = open.tryAcquire("hot", 1);
+    INFO(describe(unloaded));
+    CHECK((!unloaded.degraded && !unloaded.allowed));
+    CHECK(storage.stats().functionLoads == atOom.functionLoads);
+
     // Memory freed: admissions pass again; "hot" was never reset, "fresh0" never consumed.
     for (int i = 0; i < fillers; ++i) {
         REQUIRE(rt::command(raw.get(), {"DEL", "fill:" + std::to_string(i)}) != nullptr);
@@ -1230,6 +1238,7 @@ TEST_CASE("Redis faults: at maxmemory refusals still answer from Redis, admissio
     const std::vector<StoreEvent> events = hook.events();
     REQUIRE(events.size() == 2);
     CHECK(events[1].health == StoreEvent::Health::kHealthy);
+    CHECK(storage.stats().functionLoads == atOom.functionLoads + 1);
 }
 
 // ---- 6b. error replies of every kind --------------------------------------------------------
