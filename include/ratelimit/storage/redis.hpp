@@ -297,6 +297,25 @@ struct ScriptForms {
     }
 };
 
+/// Script forms composed by the first call that needs them, once, for every copy of a table:
+/// a bucket's lease script, which a table never leased from never composes (composing and
+/// hashing both forms costs about as much as the table's own script).
+/// Thread safety: thread-safe.
+class LazyScriptForms final : public RefCounted {
+public:
+    explicit LazyScriptForms(ScriptForms (*compose)()) noexcept : compose_(compose) {}
+
+    [[nodiscard]] const ScriptForms& get() const {
+        std::call_once(once_, [this] { forms_ = compose_(); });
+        return forms_;
+    }
+
+private:
+    ScriptForms (*compose_)();
+    mutable std::once_flag once_;
+    mutable ScriptForms forms_;  // written once, under once_
+};
+
 /// A quota's identity (`kQuotaIdentityArgument`): its arguments, joined by colons (no comma,
 /// which would split the command's name in `redis-benchmark --csv`).
 inline std::string quotaIdentity(std::span<const std::string> arguments) {
@@ -660,7 +679,7 @@ public:
           keyPrefixes_(keyPrefixes(shared_->options.keyPrefix + ":" + options.name + ":" +
                                    std::string(M::kName))),
           script_(detail::ScriptForms::of(&detail::scriptOf<M>)),
-          lease_(leaseScript()),
+          lease_(detail::Ref<detail::LazyScriptForms>::make(&leaseScript)),
           enforced_(detail::Ref<Epochs>::make(Enforced{quota, detail::quotaArguments<M>(quota)})),
           policy_(options.failurePolicy),
           fallback_(detail::Ref<detail::RedisFallback<M>>::make(
@@ -998,7 +1017,7 @@ private:
             withLease = leaseArguments(arguments, *lease);
             arguments = withLease;
         }
-        const detail::ScriptForms& forms = lease != nullptr ? lease_ : script_;
+        const detail::ScriptForms& forms = lease != nullptr ? lease_->get() : script_;
         detail::ReplyPtr reply;
         const bool tried = shared_->functions.load(std::memory_order_relaxed);
         if (!tried ||
@@ -1274,7 +1293,7 @@ private:
     detail::Ref<detail::RedisShared> shared_;
     std::vector<std::string> keyPrefixes_;
     detail::ScriptForms script_;
-    detail::ScriptForms lease_;  // a leasable model's, or empty
+    detail::Ref<detail::LazyScriptForms> lease_;  // a leasable model's, or empty
     detail::Ref<Epochs> enforced_;
     FailurePolicy policy_;
     detail::Ref<detail::RedisFallback<M>> fallback_;
