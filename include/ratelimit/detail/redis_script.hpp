@@ -40,13 +40,12 @@ namespace detail {
 /// division is correctly rounded (IEEE 754), so the rounded a / b is off the true one by at
 /// most half an ulp, at most |a / b|·2^-53 < 1/|b|, while a true quotient that is not whole
 /// lies at least 1/|b| from every integer; so rounding never carries it onto one (the Lua test
-/// checks both sides of 2^53 − 1). `imod` keeps `math.fmod` (C `fmod`, exact), since q·b may
-/// pass 2^53. (They name `math` where they call it: a function library's top level runs without
-/// the `math` table.) `fmt` is the
-/// one way a number becomes a string (`tostring` and `..` print 14 significant digits). The
-/// decision builders are the C++ ones (algorithms/model.hpp), returning a decision as four
-/// values: allowed, remaining, retry (-1 means never) and reset. A helper uses only the ones
-/// before it.
+/// divides q·b − 1, q·b and q·b + 1 for the largest q below 2^53). `imod` keeps `math.fmod` (C
+/// `fmod`, exact), since q·b may pass 2^53. They name `math` where they call it: a function
+/// library's top level runs without the `math` table. `fmt` is the one way a number becomes a
+/// string (`tostring` and `..` print 14 significant digits). The decision builders are the C++
+/// ones (algorithms/model.hpp), returning a decision as four values: allowed, remaining, retry
+/// (-1 means never) and reset. A helper uses only the ones before it.
 struct LuaHelper {
     std::string_view name;
     std::string_view lua;
