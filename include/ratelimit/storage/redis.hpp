@@ -1068,12 +1068,9 @@ private:
             }
             const bool loaded = reply->type != REDIS_REPLY_ERROR;
             if (!loaded && !alreadyLoaded(*reply)) {
-                // A library this server would not load, or may not: none are tried again (but
-                // after OOM, the next call's).
-                if (!startsWith(*reply, "OOM")) {
-                    shared_->functions.store(false, std::memory_order_relaxed);
-                }
-                return false;
+                // The load's refusal: EVALSHA where that may run the call; any other refusal
+                // (READONLY after a failover, …) is the call's answer.
+                return !refusedFunction(*reply);
             }
             shared_->functionLoads.fetch_add(loaded ? 1 : 0, std::memory_order_relaxed);
             shared_->scriptResends.fetch_add(1, std::memory_order_relaxed);
@@ -1083,15 +1080,16 @@ private:
         return !reply || reply->type != REDIS_REPLY_ERROR || !refusedFunction(*reply);
     }
 
-    /// Whether `error`, an `FCALL`'s reply, means the call must go as `EVALSHA`: `OOM`, or a
-    /// server with no functions for this storage (an unknown command, a `NOPERM` for the
-    /// command rather than for a key), after which none are tried again.
+    /// Whether `error`, the reply to an `FCALL` or a `FUNCTION LOAD`, means the call must go as
+    /// `EVALSHA`: `OOM`, or a server with no functions for this storage (an unknown command, a
+    /// `NOPERM` for the command rather than for a key, a library it would not register), after
+    /// which none are tried again.
     [[nodiscard]] bool refusedFunction(const redisReply& error) const {
         if (startsWith(error, "OOM")) {
             return true;
         }
         const bool unavailable =
-            startsWith(error, "ERR unknown command") ||
+            startsWith(error, "ERR unknown command") || startsWith(error, "ERR Error ") ||
             (startsWith(error, "NOPERM") &&
              std::string_view(error.str, error.len).find(" command") != std::string_view::npos);
         if (unavailable) {
