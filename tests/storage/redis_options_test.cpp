@@ -205,8 +205,9 @@ TEMPLATE_TEST_CASE("RedisStorage: after FUNCTION FLUSH the library is loaded onc
     REQUIRE(listed->elements >= 2);
     const std::string library =
         ratelimit::detail::scriptOf<TestType>(ratelimit::detail::ScriptForm::kLibrary);
-    CHECK(std::string_view(listed->element[1]->str, listed->element[1]->len) ==
-          ratelimit::detail::libraryName(library));
+    // As strings: clang's Catch main has no StringMaker for std::string_view.
+    CHECK(std::string(listed->element[1]->str, listed->element[1]->len) ==
+          std::string(ratelimit::detail::libraryName(library)));
 
     ok(command(raw.get(), {"FUNCTION", "FLUSH"}));
     ok(command(raw.get(), {"CONFIG", "RESETSTAT"}));
