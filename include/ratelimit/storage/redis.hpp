@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -355,7 +356,14 @@ std::vector<std::string> quotaArguments(const QuotaOf<M>& q) {
         }
     }
     if constexpr (!kIsTiered<M>) {
-        values.insert(values.begin(), quotaIdentity(values));
+        // The identity first, then the values; built anew rather than inserted at the front,
+        // which g++ 12 at -O3 flags as a potential null dereference.
+        std::vector<std::string> sent;
+        sent.reserve(values.size() + 1);
+        sent.push_back(quotaIdentity(values));
+        sent.insert(sent.end(), std::make_move_iterator(values.begin()),
+                    std::make_move_iterator(values.end()));
+        return sent;
     }
     return values;
 }
