@@ -1,10 +1,9 @@
 #pragma once
 
 // The decision both bucket models make (the token bucket, and the leaky bucket that is its
-// meter), in C++ and as the Lua their scripts share.
+// meter). Its Lua is written out in the token bucket's step (`TokenBucketModel::kLuaModel`).
 
 #include <cstdint>
-#include <string_view>
 
 #include <ratelimit/algorithms/model.hpp>
 #include <ratelimit/decision.hpp>
@@ -37,29 +36,6 @@ RATELIMIT_INLINE Decision bucketStep(const Quota& q, std::int64_t& deficit,
     const Tick wait = q.perTick.ceil(costUnits - room);
     return refused(q, remaining(deficit), wait, reset(deficit));
 }
-
-/// `bucketStep` in Lua: the deficit to store, then the decision's four values. With
-/// deficit <= capacity < 2^53 and cost <= burst, `cost * unitsPerToken <= capacity`; testing
-/// against the room left (never against `deficit + costUnits`, up to 2^54) keeps every value
-/// exact. The C++ `reset` and `remaining` are written out at their uses (a Lua closure is made
-/// on every call).
-inline constexpr std::string_view kBucketStepLua = R"lua(
-local function bucketStep(q, deficit, cost)
-  if cost > q.burst then
-    return deficit, refusedForever(idiv(q.capacityUnits - deficit, q.unitsPerToken),
-                                   ceildiv(deficit, q.unitsPerTick))
-  end
-  local costUnits = cost * q.unitsPerToken
-  local room = q.capacityUnits - deficit
-  if costUnits <= room then
-    local after = deficit + costUnits
-    return after, admitted(idiv(q.capacityUnits - after, q.unitsPerToken),
-                           ceildiv(after, q.unitsPerTick))
-  end
-  local wait = ceildiv(costUnits - room, q.unitsPerTick)
-  return deficit, refused(idiv(room, q.unitsPerToken), wait, ceildiv(deficit, q.unitsPerTick))
-end
-)lua";
 
 /// The magnitudes of a bucket: its longest refill in ticks, its capacity in units.
 inline ModelRange bucketRange(const Quota& q) noexcept {

@@ -27,8 +27,7 @@ struct LeakyBucketModel : TokenBucketModel {
 
     /// The token bucket's Lua, under this model's name.
     static constexpr std::string_view kLuaAlias = "\nlocal leaky_bucket = token_bucket\n";
-    static constexpr std::array<std::string_view, 3> kLua{TokenBucketModel::kLua[0],
-                                                          TokenBucketModel::kLua[1], kLuaAlias};
+    static constexpr std::array<std::string_view, 2> kLua{TokenBucketModel::kLua[0], kLuaAlias};
 };
 
 /// GCRA is the leaky bucket as a meter; both names refer to one model.

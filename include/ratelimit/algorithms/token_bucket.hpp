@@ -55,23 +55,40 @@ struct TokenBucketModel : BucketKind, ModelNames<"token_bucket", 2, "last", "def
 
     /// The same model in Lua, line by line (composed into a script by the Redis storage): a
     /// step returns the state to store (nil when nothing changed), then the decision; a refund
-    /// returns the state to store. Bounds: deficit <= capacityUnits < 2^53; a product above 2^53 is
-    /// only compared with the deficit, which rounding cannot reverse.
+    /// returns the state to store. The step is `detail::bucketStep` written out in it, as one
+    /// function: it runs on every check, where each Lua call costs the server's one core
+    /// (bench/README.md, "Redis functions"). Bounds: deficit <= capacityUnits < 2^53, and with
+    /// cost <= burst, `cost * unitsPerToken <= capacityUnits`; testing against the room left
+    /// (never against `deficit + costUnits`, up to 2^54) keeps every value exact, and a refill
+    /// above 2^53 is only compared with the deficit, which rounding cannot reverse.
     static constexpr std::string_view kLuaModel = R"lua(
 local token_bucket = {}
 function token_bucket.step(state, q, now, cost)
   local steppedBack = state.deficit > 0 and now < state.last
-  local deficitAfter, allowed, remaining, retry, reset =
-    bucketStep(q, token_bucket.deficitAt(state, q, now), cost)
-  if cost > 0 and cost <= q.burst and (allowed or steppedBack) then
-    -- Admitted, or rebased: a step back keeps the deficit and restarts refill at now.
-    state.last = now
-    if allowed then
-      state.deficit = deficitAfter
-    end
-    return state, allowed, remaining, retry, reset
+  local deficit = token_bucket.deficitAt(state, q, now)
+  if cost > q.burst then
+    return nil, false, idiv(q.capacityUnits - deficit, q.unitsPerToken), -1,
+           ceildiv(deficit, q.unitsPerTick)
   end
-  return nil, allowed, remaining, retry, reset
+  local costUnits = cost * q.unitsPerToken
+  local room = q.capacityUnits - deficit
+  if costUnits <= room then
+    local after = deficit + costUnits
+    local remaining, reset = idiv(room - costUnits, q.unitsPerToken), ceildiv(after, q.unitsPerTick)
+    if cost == 0 then
+      return nil, true, remaining, 0, reset
+    end
+    state.last, state.deficit = now, after
+    return state, true, remaining, 0, reset
+  end
+  local retry = ceildiv(costUnits - room, q.unitsPerTick)
+  local remaining, reset = idiv(room, q.unitsPerToken), ceildiv(deficit, q.unitsPerTick)
+  if steppedBack and cost > 0 then
+    -- A step back keeps the deficit and restarts refill at now.
+    state.last = now
+    return state, false, remaining, retry, reset
+  end
+  return nil, false, remaining, retry, reset
 end
 function token_bucket.refund(state, q, now, cost)
   if state.deficit == 0 or cost == 0 then return nil end
@@ -96,9 +113,8 @@ function token_bucket.deficitAt(state, q, now)
   return state.deficit - elapsed * q.unitsPerTick
 end
 )lua";
-    /// The script's Lua, in the pieces the script joins: the shared bucket step, then the
-    /// model.
-    static constexpr std::array<std::string_view, 2> kLua{detail::kBucketStepLua, kLuaModel};
+    /// The script's Lua, in the pieces the script joins.
+    static constexpr std::array<std::string_view, 1> kLua{kLuaModel};
 
     static bool isFresh(const State& state, const Quota& q, Tick now) noexcept {
         return deficitAt(state, q, now) == 0;

@@ -172,7 +172,7 @@ else
   end
 end
 now = now - tonumber(ARGV[4])
--- Any cost above the limit is refused for ever whatever its value, so it needs no bound.
+-- A cost above the limit is turned away whatever its value, so it needs no bound.
 local cost = tonumber(ARGV[2])
 if cost == nil or cost < 0 or cost % 1 ~= 0 then
   error('ratelimit: ARGV cost is not a whole number >= 0')
@@ -181,18 +181,31 @@ end
 
 /// A library's call, after `kLuaCall`: `quota`, the tables of this call's quota identity,
 /// one per model (`q` is `quota[1]`, a set's member `i` `quota[i]`), filled by the glue the
-/// first time the identity comes. `quotas` and `quotaCount` are the library's own
-/// (`kLuaLibraryTop`).
+/// first time the identity comes, from `quota.args`: the identity's parts, at the ARGV indices
+/// where an `EVAL` call sends them (a library's call sends the identity alone: each argument
+/// more costs the server an object and a Lua string on every call). `quotas` and `quotaCount`
+/// are the library's own (`kLuaLibraryTop`).
 inline constexpr std::string_view kLuaQuotaOfCall = R"lua(
 local quota = quotas[ARGV[QUOTA_IDENTITY]]
 if not quota then
   if quotaCount >= QUOTAS_KEPT then
     quotas, quotaCount = {}, 0
   end
-  quota, quotaCount = {}, quotaCount + 1
+  local args, at = {}, QUOTA_IDENTITY
+  for part in string.gmatch(ARGV[QUOTA_IDENTITY], '[^:]+') do
+    at = at + 1
+    args[at] = part
+  end
+  quota, quotaCount = {args = args}, quotaCount + 1
   quotas[ARGV[QUOTA_IDENTITY]] = quota
 end
 )lua";
+
+/// Where a script in `form` reads the quota's arguments: `ARGV`, or a library's `quota.args`
+/// (`kLuaQuotaOfCall`), by the same indices.
+constexpr std::string_view quotaArgumentsIn(ScriptForm form) noexcept {
+    return form == ScriptForm::kEval ? "ARGV" : "quota.args";
+}
 
 /// A library's top level after its helpers and models: the quotas it has read, by identity.
 inline constexpr std::string_view kLuaLibraryTop = "\nlocal quotas, quotaCount = {}, 0\n";
@@ -553,7 +566,8 @@ inline void appendModelGlue(std::string& out, const ScriptModel& model,
             !namesInLua(reads, quotaFields[i], qn + ".")) {
             continue;  // sent, but not read: a field costs the script a `tonumber` and a slot
         }
-        table.append(separator).append(quotaFields[i]).append(" = tonumber(ARGV[");
+        table.append(separator).append(quotaFields[i]).append(" = tonumber(");
+        table.append(quotaArgumentsIn(site.form)).append("[");
         table.append(std::to_string(site.argument + i)).append("])");
         separator = ", ";
     }
@@ -654,14 +668,14 @@ inline std::string composeScript(const ScriptModel& model,
 /// The main chunk of a limit set's script (`LimitSetModel`; each member `i` has its glue with
 /// the suffix `i`): the late-call rule at the latest of the members' last writes, every
 /// member's step at one time, then the writes of all or nothing: every member's when all
-/// admit (all but the members in dry-run: `ARGV[dryRunArgument]` holds a `0` or `1` per
-/// member, `LimitSetModel::QuotaType::dryRunMembers`), and otherwise a refusing member's rebase
+/// admit (all but the members in dry-run: the quota argument `dryRunArgument` holds a `0` or `1`
+/// per member, `LimitSetModel::QuotaType::dryRunMembers`), and otherwise a refusing member's rebase
 /// alone (an admitting member reports its figures as they stand, from its state read again).
 /// Returns {allowed 1/0, then per member: allowed 1/0, remaining, retry µs (-1 = never), reset
 /// µs}; C++ picks the binding member and marks dry-run refusals (`LimitSetModel::bind`), so the
 /// rule has one home. A refund (`ARGV[3] == '2'`) gives back up to the cost to every member and
 /// answers their figures as they stand.
-inline std::string setMain(std::size_t members, std::size_t dryRunArgument) {
+inline std::string setMain(std::size_t members, std::size_t dryRunArgument, ScriptForm form) {
     const auto each = [members](std::string& out, const std::string& line) {
         for (std::size_t i = 1; i <= members; ++i) {
             std::string text = line;
@@ -718,7 +732,8 @@ inline std::string setMain(std::size_t members, std::size_t dryRunArgument) {
     out.append("end\n");
     each(out,
          "written#, allowed#, remaining#, retry#, reset# = model#.step(state#, q#, now, cost)\n");
-    out.append("local dryRun = ARGV[" + std::to_string(dryRunArgument) + "]\n");
+    out.append("local dryRun = ").append(quotaArgumentsIn(form));
+    out.append("[" + std::to_string(dryRunArgument) + "]\n");
     each(out, "allowed = allowed and (allowed# or string.sub(dryRun, #, #) == '1')\n");
     out.append("local consume = cost > 0 and ARGV[3] == '1'\n");
     // A member carried over from another limit is stored by a consuming call, as in memory.
@@ -763,7 +778,7 @@ inline std::string composeSetScript(std::span<const ScriptModel> members,
     const std::size_t modelsEnd = body.size();
     appendCallHead(body, form);
     const std::string main =
-        setMain(members.size(), kQuotaArgumentsStart + members.size() * quotaFields.size());
+        setMain(members.size(), kQuotaArgumentsStart + members.size() * quotaFields.size(), form);
     for (std::size_t i = 0; i < members.size(); ++i) {
         const GlueSite site{std::to_string(i + 1), i + 1,
                             kQuotaArgumentsStart + i * quotaFields.size(), true, form};
@@ -793,29 +808,32 @@ struct ScriptCall {
     std::int64_t phase = 0;
 };
 
-/// Appends `verb` (`EVALSHA` or `EVAL`) of `scriptOrSha` on `keys` with the call's arguments
-/// in `kCallArguments` order, then the quota's.
+/// Appends `verb` (`EVALSHA`, `EVAL`, or `FCALL` of a library's function) of `scriptOrSha` on
+/// `keys` with the call's arguments in `kCallArguments` order, then the `quota` (its identity,
+/// then its arguments: an `FCALL` sends the identity alone, `kLuaQuotaOfCall`), then
+/// `trailing` (a lease's).
 inline void appendScriptRequest(std::string& out, std::string_view verb,
                                 std::string_view scriptOrSha, std::span<const std::string> keys,
-                                const ScriptCall& call, std::span<const std::string> quota) {
+                                const ScriptCall& call, std::span<const std::string> quota,
+                                std::span<const std::string> trailing = {}) {
+    if (verb == "FCALL") {
+        quota = quota.first(1);
+    }
     std::array<std::string, kCallArguments.size()> arguments;
     arguments[callArgument("now")] = call.now;
     arguments[callArgument("cost")] = decimal(call.cost);
     arguments[callArgument("consume")] = decimal(static_cast<std::int64_t>(call.mode));
     arguments[callArgument("phase")] = decimal(call.phase);
     constexpr std::size_t kHead = 3;  // verb, script, the number of keys
-    appendCommandHeader(out, kHead + keys.size() + arguments.size() + quota.size());
+    appendCommandHeader(out,
+                        kHead + keys.size() + arguments.size() + quota.size() + trailing.size());
     appendArgument(out, verb);
     appendArgument(out, scriptOrSha);
     appendArgument(out, decimal(static_cast<std::int64_t>(keys.size())));
-    for (const std::string& key : keys) {
-        appendArgument(out, key);
-    }
-    for (const std::string& a : arguments) {
-        appendArgument(out, a);
-    }
-    for (const std::string& a : quota) {
-        appendArgument(out, a);
+    for (const auto& part : {keys, std::span<const std::string>(arguments), quota, trailing}) {
+        for (const std::string& a : part) {
+            appendArgument(out, a);
+        }
     }
 }
 

@@ -1014,17 +1014,21 @@ private:
         return next;
     }
 
+    /// What a call sends after its own arguments: the quota's (`callArguments`), then a
+    /// lease's.
+    struct CallArguments {
+        std::span<const std::string> quota;
+        std::vector<std::string> lease;
+    };
+
     std::optional<Decision> run(detail::RedisNode& node, bool asking,
                                 const std::vector<std::string>& keys,
                                 const detail::ScriptCall& script, detail::Deadline deadline,
                                 detail::IoStatus& status, Each* each, const Enforced& enforced,
                                 const detail::LeaseCall* lease) const {
-        std::span<const std::string> arguments = callArguments(enforced, each);
-        std::vector<std::string> withLease;
-        if (lease != nullptr) {
-            withLease = leaseArguments(arguments, *lease);
-            arguments = withLease;
-        }
+        const CallArguments arguments{
+            callArguments(enforced, each),
+            lease != nullptr ? leaseArguments(*lease) : std::vector<std::string>{}};
         const detail::ScriptForms& forms = lease != nullptr ? lease_->get() : script_;
         detail::ReplyPtr reply;
         const bool tried = shared_->functions.load(std::memory_order_relaxed);
@@ -1060,7 +1064,7 @@ private:
     [[nodiscard]] bool callFunction(detail::RedisNode& node, bool asking,
                                     const std::vector<std::string>& keys,
                                     const detail::ScriptCall& script,
-                                    std::span<const std::string> arguments,
+                                    const CallArguments& arguments,
                                     const detail::ScriptForms& forms, detail::Deadline deadline,
                                     detail::IoStatus& status, detail::ReplyPtr& reply) const {
         reply =
@@ -1117,10 +1121,9 @@ private:
                std::string_view(reply.str, reply.len).starts_with(prefix);
     }
 
-    /// A lease call's arguments: the quota's, then `detail::kLeaseArguments`.
-    static std::vector<std::string> leaseArguments(std::span<const std::string> quota,
-                                                   const detail::LeaseCall& lease) {
-        std::vector<std::string> arguments(quota.begin(), quota.end());
+    /// A lease call's arguments, `detail::kLeaseArguments`.
+    static std::vector<std::string> leaseArguments(const detail::LeaseCall& lease) {
+        std::vector<std::string> arguments;
         const auto lifeUs = detail::ceilDiv(lease.life.count(), std::int64_t{1000});
         const std::array numbers{lease.recorded, lease.returned, lease.held, lease.leased, lifeUs};
         static_assert(detail::kLeaseArguments.size() == 1 + std::tuple_size_v<decltype(numbers)>,
@@ -1148,10 +1151,11 @@ private:
 
     detail::ReplyPtr send(detail::RedisNode& node, bool asking, std::string_view verb,
                           std::string_view scriptOrSha, std::span<const std::string> keys,
-                          const detail::ScriptCall& script, std::span<const std::string> arguments,
+                          const detail::ScriptCall& script, const CallArguments& arguments,
                           detail::Deadline deadline, detail::IoStatus& status) const {
         std::string request;
-        detail::appendScriptRequest(request, verb, scriptOrSha, keys, script, arguments);
+        detail::appendScriptRequest(request, verb, scriptOrSha, keys, script, arguments.quota,
+                                    arguments.lease);
         shared_->requests.fetch_add(1, std::memory_order_relaxed);
         return exchange(node, asking, request, deadline, status);
     }
