@@ -449,10 +449,10 @@ public:
     Decision step(std::string_view key, TickSource now, std::int64_t cost, StepMode mode,
                   EachOf<M>* each = nullptr) {
         const Lookup k = lookupKey(key);
-        // The epoch before the clock (see `LimitEpochs`).
+        // The epoch after the clock (see `LimitEpochs`).
+        const Tick read = now();
         Tick since = 0;
         const Epoch& epoch = epochs_.current(since);
-        const Tick read = now();
         const Request r{now,  read < since ? since : read, cost, mode, Action::kStep, each, &epoch,
                         since};
         Group* const segment = segmentOf(k);
@@ -688,9 +688,10 @@ private:
         }
     };
 
-    /// Steps a key's `state`, under its lock. The epoch is checked before the step, after
-    /// every clock read (`answeredAt`): a change after the check reads its clock after this
-    /// step's time, so the write stays before the change's `since` (`LimitEpochs`). One return
+    /// Steps a key's `state`, under its lock. The epoch was read after the call's clock, so a
+    /// step at that time writes before any later change's `since` (`LimitEpochs`); a step
+    /// answered at a later time (`answeredAt`: another call's write, or the clock read again)
+    /// checks the epoch once more, and a change since renews both. One return
     /// of one `Decision`, and neither it nor the state has its address taken on the inlined
     /// path: either would put it on the stack, where copying it out stalled every step on
     /// store forwarding (bench/README.md, "The decision's copies").
@@ -698,7 +699,7 @@ private:
         const Epoch* epoch = r.epoch;
         Tick since = r.since;
         Tick now = answeredAt(M::lastWrite(state), r);
-        if (r.writes() && !epochs_.isCurrent(*epoch)) [[unlikely]] {
+        if (now != r.now && r.writes() && !epochs_.isCurrent(*epoch)) [[unlikely]] {
             const Renewed renewed = renewedCold(M::lastWrite(state), r);
             epoch = renewed.epoch;
             since = epoch->since.load(std::memory_order_relaxed);
