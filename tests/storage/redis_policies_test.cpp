@@ -89,10 +89,11 @@ ratelimit::LimitOf<Model> randomLimits(Rng& rng) {
 /// now and then (`setLimit`); every decision must agree, a set's member by member. After a
 /// change the clock stays after every call before it: memory answers a call from before a
 /// change at the change, Redis at its own time (docs/semantics.md, "Changing a limit").
+/// Returns how many calls started a penalty's block.
 template <class Model>
-void replayRandomWalk(Rng& rng, ratelimit::LimitOf<Model> limits, ManualClock& clock,
-                      MemoryLimiter<Model>& memory, RedisLimiter<Model>& redis,
-                      bool changes = false) {
+int replayRandomWalk(Rng& rng, ratelimit::LimitOf<Model> limits, ManualClock& clock,
+                     MemoryLimiter<Model>& memory, RedisLimiter<Model>& redis,
+                     bool changes = false) {
     std::int64_t nowUs = uniform(rng, 0, std::int64_t{1} << 45);
     std::int64_t latestUs = 0;
     std::int64_t floorUs = 0;  // after the last change and every call before it
@@ -110,6 +111,7 @@ void replayRandomWalk(Rng& rng, ratelimit::LimitOf<Model> limits, ManualClock& c
     };
     std::int64_t capacity = Model::capacity(limits);
     std::int64_t lastRemaining = capacity;
+    int blocks = 0;
     for (int step = 0; step < 150; ++step) {
         if (changes && uniform(rng, 0, 11) == 0) {
             limits = randomLimits<Model>(rng);
@@ -161,8 +163,10 @@ void replayRandomWalk(Rng& rng, ratelimit::LimitOf<Model> limits, ManualClock& c
             INFO(parity(m, r));
             REQUIRE(parity(m, r).empty());
             lastRemaining = r.remaining;
+            blocks += r.penaltyStarted ? 1 : 0;
         }
     }
+    return blocks;
 }
 
 /// An hour's late-call tolerance keeps every key in Redis for an hour of real time at least,
@@ -397,6 +401,7 @@ TEMPLATE_TEST_CASE("RedisStorage: a penalty strikes, blocks and expires as in me
     }
     const RedisStorage storage(storageOptions(*server, "rl-penalty-parity"));
     Rng rng(testSeed() + 31);
+    int blocks = 0;
     for (int round = 0; round < 12; ++round) {
         INFO("round " << round);
         const auto limits = randomLimits<TestType>(rng);
@@ -404,8 +409,10 @@ TEMPLATE_TEST_CASE("RedisStorage: a penalty strikes, blocks and expires as in me
         ManualClock clock;
         MemoryLimiter<TestType> memory(limits, MemoryStorage{}, clock, options);
         RedisLimiter<TestType> redis(limits, storage, clock, options);
-        replayRandomWalk<TestType>(rng, limits, clock, memory, redis, round % 2 == 1);
+        blocks += replayRandomWalk<TestType>(rng, limits, clock, memory, redis, round % 2 == 1);
     }
+    // Blocks started, each reported alike by both stores (`parity`).
+    CHECK(blocks > 0);
     CHECK(storage.stats().failures == 0);
     // One round trip per check, strikes and blocks included (a script's first load aside).
     CHECK(storage.stats().requests - storage.stats().scriptResends == std::uint64_t{12} * 150);

@@ -202,8 +202,9 @@ inline std::int64_t ceilMs(std::chrono::nanoseconds d) {
 }
 
 /// Empty when `redis` equals `memory` as docs/semantics.md promises ("one behaviour, two
-/// stores"): equal `allowed`, `remaining`, `limit` and `wouldRefuse`, durations within 1 µs (kNever
-/// on both sides together), not degraded. Otherwise what differs, and both decisions.
+/// stores"): equal `allowed`, `remaining`, `limit`, `wouldRefuse` and `penaltyStarted`, durations
+/// within 1 µs (kNever on both sides together), not degraded. Otherwise what differs, and both
+/// decisions.
 inline std::string parity(const ratelimit::Decision& memory, const ratelimit::Decision& redis) {
     using std::chrono::microseconds;
     std::ostringstream out;
@@ -218,6 +219,9 @@ inline std::string parity(const ratelimit::Decision& memory, const ratelimit::De
     }
     if (memory.wouldRefuse != redis.wouldRefuse) {
         out << "wouldRefuse differs; ";
+    }
+    if (memory.penaltyStarted != redis.penaltyStarted) {
+        out << "penaltyStarted differs; ";
     }
     if (memory.never() != redis.never()) {
         out << "kNever on one side only; ";

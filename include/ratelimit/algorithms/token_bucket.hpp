@@ -56,16 +56,21 @@ struct TokenBucketModel : BucketKind, ModelNames<"token_bucket", 2, "last", "def
     /// The same model in Lua, line by line (composed into a script by the Redis storage): a
     /// step returns the state to store (nil when nothing changed), then the decision; a refund
     /// returns the state to store. The step is `detail::bucketStep` written out in it, as one
-    /// function: it runs on every check, where each Lua call costs the server's one core
-    /// (bench/README.md, "Redis functions"). Bounds: deficit <= capacityUnits < 2^53, and with
-    /// cost <= burst, `cost * unitsPerToken <= capacityUnits`; testing against the room left
-    /// (never against `deficit + costUnits`, up to 2^54) keeps every value exact, and a refill
-    /// above 2^53 is only compared with the deficit, which rounding cannot reverse.
+    /// function, with `deficitAt` written out too: it runs on every check, where each Lua call
+    /// costs the server's one core (bench/README.md, "Redis functions"). The Lua differential
+    /// test holds it to the C++ step. Bounds: deficit <= capacityUnits < 2^53, and with cost <=
+    /// burst, `cost * unitsPerToken <= capacityUnits`; testing against the room left (never
+    /// against `deficit + costUnits`, up to 2^54) keeps every value exact, and a refill above
+    /// 2^53 is only compared with the deficit, which rounding cannot reverse.
     static constexpr std::string_view kLuaModel = R"lua(
 local token_bucket = {}
 function token_bucket.step(state, q, now, cost)
-  local steppedBack = state.deficit > 0 and now < state.last
-  local deficit = token_bucket.deficitAt(state, q, now)
+  local deficit, last = state.deficit, state.last
+  local steppedBack = deficit > 0 and now < last
+  if deficit > 0 and now > last then
+    local refill = (now - last) * q.unitsPerTick
+    if refill >= deficit then deficit = 0 else deficit = deficit - refill end
+  end
   if cost > q.burst then
     return nil, false, idiv(q.capacityUnits - deficit, q.unitsPerToken), -1,
            ceildiv(deficit, q.unitsPerTick)
@@ -74,7 +79,8 @@ function token_bucket.step(state, q, now, cost)
   local room = q.capacityUnits - deficit
   if costUnits <= room then
     local after = deficit + costUnits
-    local remaining, reset = idiv(room - costUnits, q.unitsPerToken), ceildiv(after, q.unitsPerTick)
+    local remaining = idiv(room - costUnits, q.unitsPerToken)
+    local reset = ceildiv(after, q.unitsPerTick)
     if cost == 0 then
       return nil, true, remaining, 0, reset
     end

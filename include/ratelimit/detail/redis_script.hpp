@@ -210,9 +210,15 @@ constexpr std::string_view quotaArgumentsIn(ScriptForm form) noexcept {
 /// A library's top level after its helpers and models: the quotas it has read, by identity.
 inline constexpr std::string_view kLuaLibraryTop = "\nlocal quotas, quotaCount = {}, 0\n";
 
+/// The first field of a single model's reply (`kLuaReply`, which writes these numbers):
+/// refused, admitted, or refused where the refusal began a penalty's block.
+inline constexpr std::int64_t kReplyRefused = 0;
+inline constexpr std::int64_t kReplyAdmitted = 1;
+inline constexpr std::int64_t kReplyPenaltyStarted = 2;
+
 /// The main chunk, after the model's Lua, the call's arguments, and what `composeScript`
 /// writes for the model: `model`, the quota `q`, the key's `state` (a missing or unreadable one
-/// is fresh) and `store(state, keep)`. It applies the step under the late-call rule of
+/// is fresh) and `store(key, q, state, keep)`. It applies the step under the late-call rule of
 /// `detail::applyStep` and stores the state the step wrote, with a TTL that outlives it:
 /// `keep` ticks (the model's, or the decision's reset) plus the late-call tolerance, rounded
 /// up to 1 ms, plus 1 ms. That millisecond is not slack: Redis counts a relative expiry from
@@ -222,8 +228,11 @@ inline constexpr std::string_view kLuaLibraryTop = "\nlocal quotas, quotaCount =
 /// denied) refusals still answer; an admission that cannot be stored fails the script instead
 /// of admitting for free. A refund (`ARGV[3] == '2'`, `detail::applyRefund`) or strikes
 /// (`'3'`, `detail::applyAction`) store what the model changed and answer the key's figures as
-/// they stand. Returns {allowed 1/0, limit, remaining, retry µs (-1 = never), reset µs, penalty
-/// started 1/0}. In three pieces: the late-call rule and the reply are the lease script's too.
+/// they stand. Returns {outcome, remaining, retry µs (-1 = never), reset µs}: the outcome is
+/// `kReplyAdmitted`, `kReplyRefused`, or `kReplyPenaltyStarted` (a penalized model's refusal
+/// that began a block). The client knows the limit: each field more costs the server a reply
+/// element on every call. In three pieces: the late-call rule and the reply are the lease
+/// script's too.
 inline constexpr std::string_view kLuaLateRule = R"lua(
 -- detail::applyStep: a call at most lateTolerance before the last write is answered at the
 -- last write, without a rebase, and its waits count from its own time.
@@ -249,7 +258,7 @@ if ARGV[3] == '2' or ARGV[3] == '3' then
   written, allowed, remaining, retry, reset = model.step(state, q, now, 0)
   if not changed and cost > 0 then changed = carried end
   if changed then
-    store(changed, (model.keep and model.keep(changed, q, reset, now) or reset) + q.lateTolerance)
+    store(KEYS[1], q, changed, (model.keep and model.keep(changed, q, reset, now) or reset) + q.lateTolerance)
   end
 else
   written, allowed, remaining, retry, reset, started = model.step(state, q, now, cost)
@@ -260,9 +269,9 @@ else
     -- fresh key.
     local keep = (model.keep and model.keep(kept, q, reset, now) or reset) + q.lateTolerance
     if allowed then
-      store(kept, keep)
+      store(KEYS[1], q, kept, keep)
     else
-      pcall(store, kept, keep)
+      pcall(store, KEYS[1], q, kept, keep)
     end
   end
 end
@@ -274,7 +283,7 @@ if late > 0 then
   if reset > 0 then reset = reset + late end
 end
 if remaining < 0 then remaining = 0 end
-return {allowed and 1 or 0, q.capacity, remaining, retry, reset, started and 1 or 0}
+return {allowed and 1 or (started and 2 or 0), remaining, retry, reset}
 )lua";
 inline constexpr std::array<std::string_view, 3> kLuaMain{kLuaLateRule, kLuaStepAndStore,
                                                           kLuaReply};
@@ -335,9 +344,9 @@ end
 if changed then
   local kept = (model.keep and model.keep(changed, q, reset, now) or reset) + q.lateTolerance
   if allowed then
-    store(changed, kept)
+    store(KEYS[1], q, changed, kept)
   else
-    pcall(store, changed, kept)
+    pcall(store, KEYS[1], q, changed, kept)
   end
 end
 )lua";
@@ -437,14 +446,17 @@ inline std::string replaceAll(std::string text, std::string_view from, std::stri
 }
 
 /// The model's quota `q` (the fields `code` reads, and those the carry-over reads), its key's
-/// `state`, `carried` (a state carried over from another limit, or nil) and `store`, written
-/// out field by field for the model, so the script builds no list of names and runs no loop
-/// over one on each call. The key's value is a string (one `GET`, one `SET … PX`: a hash would
-/// cost a `PEXPIRE` more), packed and unpacked by Redis's bundled `struct` library in one call
-/// each way: the model's encoding, then the limit it was written under (`kStoredLimitBytes`).
-/// A value without the limit (written before limits were recorded) is read as written under
-/// the current one.
-inline void appendModelGlue(std::string& out, const ScriptModel& model,
+/// `state` and `carried` (a state carried over from another limit, or nil), appended to `out`
+/// (run on each call), and `store(key, q, state, keep)`, appended to `definitions` (a
+/// library's top level: made once, not a closure per call), written out field by field for the
+/// model, so the script builds no list of names and runs no loop over one on each call. The
+/// key's value is a string (one `GET`, one `SET … PX`: a hash would cost a `PEXPIRE` more),
+/// packed and unpacked by Redis's bundled `struct` library in one call each way: the model's
+/// encoding, then the limit it was written under (`kStoredLimitBytes`). A value without the
+/// limit (written before limits were recorded) is read as written under the current one. A
+/// library reads a state of plain fields into one table it keeps (`scratch`), where a script
+/// sent whole makes one per call anyway.
+inline void appendModelGlue(std::string& out, std::string& definitions, const ScriptModel& model,
                             std::span<const std::string_view> quotaFields, std::string_view code,
                             const GlueSite& site = {}) {
     const std::span<const std::string_view> fields = model.stateFields;
@@ -508,13 +520,24 @@ inline void appendModelGlue(std::string& out, const ScriptModel& model,
         line("  state = model" + n + ".decode(stored)");
         line("end");
         line("if not state then state = model" + n + ".fresh() end");
-        encoded = "model" + n + ".encode(s) .. " + limitPack;
+        encoded = std::string(model.name) + ".encode(s) .. " + limitPack;
     } else {
         const std::string packing = "'<" + std::string(fields.size(), 'd') + "'";
         const std::string withLimit = "'<" + std::string(fields.size() + 3, 'd') + "'";
         std::string names;
         appendLuaList(names, fields, "state.");
-        line("state = " + fresh);
+        if (site.form == ScriptForm::kLibrary) {
+            // Zeroed on every call: the previous call's step left its own values there.
+            definitions.append("local scratch").append(n).append(" = ").append(fresh).append("\n");
+            std::string zeros;
+            for (std::size_t i = 0; i < fields.size(); ++i) {
+                zeros.append(i == 0 ? "" : ", ").append("0");
+            }
+            line("state = scratch" + n);
+            line(names + " = " + zeros);
+        } else {
+            line("state = " + fresh);
+        }
         line("if stored then");
         line("  local size = #stored");
         line("  if size == " + std::to_string(8 * fields.size() + kStoredLimitBytes) + " then");
@@ -544,21 +567,17 @@ inline void appendModelGlue(std::string& out, const ScriptModel& model,
         out.append("local state").append(n).append(", carried").append(n);
         out.append(" = state, carried\n");
     }
-    out.append("local function store").append(n).append("(s, keep)\n");
-    out.append(
-           "  if keep <= 0 then\n"
-           "    redis.call('DEL', ")
-        .append(key)
-        .append(
-            ")\n"
-            "    return\n"
-            "  end\n"
-            "  redis.call('SET', ")
-        .append(key)
-        .append(", ")
-        .append(encoded)
-        .append(", 'PX', fmt(ceildiv(keep, 1000) + 1))\nend\n");
-    const std::string reads = std::string(code).append(out, glueAt);
+    const std::size_t storeAt = definitions.size();
+    definitions.append("local function store").append(n).append("(key, ").append(qn);
+    definitions.append(
+        ", s, keep)\n"
+        "  if keep <= 0 then\n"
+        "    redis.call('DEL', key)\n"
+        "    return\n"
+        "  end\n"
+        "  redis.call('SET', key, ");
+    definitions.append(encoded).append(", 'PX', fmt(ceildiv(keep, 1000) + 1))\nend\n");
+    const std::string reads = std::string(code).append(out, glueAt).append(definitions, storeAt);
     std::string table = "{";
     std::string_view separator;
     for (std::size_t i = 0; i < quotaFields.size(); ++i) {
@@ -601,10 +620,10 @@ inline void checkScriptNames(const ScriptModel& model,
     }
 }
 
-/// The script, in `form`, of `body`: the models' Lua (its first `modelsEnd` characters), then
-/// what runs on each call. The helpers the body uses go first. A library (`kLibrary`) is named
-/// `ratelimit_<SHA-1 of its code>`, so that a library of that name on a server is this one,
-/// and registers one function of that name (`libraryName`).
+/// The script, in `form`, of `body`: the models' Lua and what the glue defines once (its first
+/// `modelsEnd` characters), then what runs on each call. The helpers the body uses go first. A
+/// library (`kLibrary`) is named `ratelimit_<SHA-1 of its code>`, so that a library of that name on
+/// a server is this one, and registers one function of that name (`libraryName`).
 inline std::string finishScript(const std::string& body, std::size_t modelsEnd, ScriptForm form) {
     std::string code;
     appendLuaHelpers(code, body);
@@ -646,23 +665,24 @@ inline std::string composeScript(const ScriptModel& model,
                                  std::span<const std::string_view> mainPieces = kLuaMain,
                                  ScriptForm form = ScriptForm::kEval) {
     checkScriptNames(model, quotaFields);
-    // Everything but the helpers, first, to see which helpers and quota fields it uses.
-    std::string body;
+    // Everything but the helpers, first, to see which helpers and quota fields it uses: the
+    // model and its glue's definitions, then what runs on each call.
+    std::string models;
     for (const std::string_view piece : model.lua) {
-        body.append(piece);
+        models.append(piece);
     }
-    const std::size_t modelEnd = body.size();
-    appendCallHead(body, form);
     std::string main;
     for (const std::string_view piece : mainPieces) {
         main.append(piece);
     }
-    const std::string modelAndMain = body.substr(0, modelEnd).append(main);
+    const std::string modelAndMain = models + main;
+    std::string call;
+    appendCallHead(call, form);
     GlueSite site;
     site.form = form;
-    appendModelGlue(body, model, quotaFields, modelAndMain, site);
-    body.append(main);
-    return finishScript(body, modelEnd, form);
+    appendModelGlue(call, models, model, quotaFields, modelAndMain, site);
+    call.append(main);
+    return finishScript(models + call, models.size(), form);
 }
 
 /// The main chunk of a limit set's script (`LimitSetModel`; each member `i` has its glue with
@@ -726,7 +746,7 @@ inline std::string setMain(std::size_t members, std::size_t dryRunArgument, Scri
          "  local refunded# = model#.refund(state#, q#, now, cost)\n"
          "  written#, allowed#, remaining#, retry#, reset# = model#.step(state#, q#, now, 0)\n"
          "  if not refunded# and cost > 0 then refunded# = carried# end\n"
-         "  if refunded# then store#(refunded#, " +
+         "  if refunded# then store#(KEYS[#], q#, refunded#, " +
              keepOf("refunded#") + ") end\n");
     reply(out);
     out.append("end\n");
@@ -740,18 +760,18 @@ inline std::string setMain(std::size_t members, std::size_t dryRunArgument, Scri
     each(out,
          "local stored# = false\n"
          "if allowed then\n"
-         "  if written# and consume then store#(written#, " +
+         "  if written# and consume then store#(KEYS[#], q#, written#, " +
              keepOf("written#") +
              ") stored# = true end\n"
              "elseif not allowed# then\n"
-             "  if written# and consume then pcall(store#, written#, " +
+             "  if written# and consume then pcall(store#, KEYS[#], q#, written#, " +
              keepOf("written#") +
              ") stored# = true end\n"
              "else\n"
              "  written#, allowed#, remaining#, retry#, reset# = model#.step(load#(), q#, "
              "now, 0)\n"
              "end\n"
-             "if carried# and consume and not stored# then pcall(store#, carried#, " +
+             "if carried# and consume and not stored# then pcall(store#, KEYS[#], q#, carried#, " +
              keepOf("carried#") + ") end\n");
     reply(out);
     return out;
@@ -775,8 +795,8 @@ inline std::string composeSetScript(std::span<const ScriptModel> members,
             }
         }
     }
-    const std::size_t modelsEnd = body.size();
-    appendCallHead(body, form);
+    std::string call;
+    appendCallHead(call, form);
     const std::string main =
         setMain(members.size(), kQuotaArgumentsStart + members.size() * quotaFields.size(), form);
     for (std::size_t i = 0; i < members.size(); ++i) {
@@ -786,10 +806,11 @@ inline std::string composeSetScript(std::span<const ScriptModel> members,
         for (const std::string_view piece : members[i].lua) {
             code.append(piece);
         }
-        appendModelGlue(body, members[i], quotaFields, code.append(main), site);
+        appendModelGlue(call, body, members[i], quotaFields, code.append(main), site);
     }
-    body.append(main);
-    return finishScript(body, modelsEnd, form);
+    call.append(main);
+    const std::size_t modelsEnd = body.size();
+    return finishScript(body.append(call), modelsEnd, form);
 }
 
 /// `v` in decimal.

@@ -1169,9 +1169,8 @@ private:
 
     static bool isNoScript(const redisReply& reply) { return startsWith(reply, "NOSCRIPT"); }
 
-    /// The script's reply: {allowed, limit, remaining, retry, reset, penalty started} for a
-    /// single model; for
-    /// a set {allowed, then allowed, remaining, retry, reset per member}.
+    /// The script's reply: {outcome (`detail::kReplyAdmitted` …), remaining, retry, reset} for
+    /// a single model; for a set {allowed, then allowed, remaining, retry, reset per member}.
     std::optional<Decision> parse(const redisReply& reply, detail::IoStatus& status,
                                   detail::EachOf<Scripted>* each,
                                   const QuotaOf<Scripted>& quota) const {
@@ -1207,9 +1206,8 @@ private:
             return d;
         } else {
             (void)each;
-            constexpr std::size_t kPenaltyStarted = 5;
-            Decision d = decisionOf(quota, v[0] != 0, v[2], v[3], v[4]);
-            d.penaltyStarted = v[kPenaltyStarted] != 0;
+            Decision d = decisionOf(quota, v[0] == detail::kReplyAdmitted, v[1], v[2], v[3]);
+            d.penaltyStarted = v[0] == detail::kReplyPenaltyStarted;
             return d;
         }
     }
@@ -1217,10 +1215,10 @@ private:
     /// A member's fields in a set's reply: allowed, remaining, retry, reset.
     static constexpr std::size_t kMemberFields = 4;
 
-    /// The script's reply: a single model's 6 fields (allowed, limit, remaining, retry,
-    /// reset, penalty started), or a set's allowed and its members' fields.
+    /// The script's reply: a single model's 4 fields (outcome, remaining, retry, reset), or a
+    /// set's allowed and its members' fields.
     static constexpr std::size_t replyFields() noexcept {
-        constexpr std::size_t kSingleFields = 6;
+        constexpr std::size_t kSingleFields = 4;
         if constexpr (detail::kIsLimitSet<Scripted>) {
             return 1 + kMemberFields * Scripted::kSize;
         } else {
