@@ -445,6 +445,25 @@ inline std::string replaceAll(std::string text, std::string_view from, std::stri
     return text;
 }
 
+/// The Lua lines, each after `indent`, that start a call's plain `state` (its fields `names`,
+/// fresh as `fresh`): a fresh table, or in a library (`site.form`) the table it keeps,
+/// `scratch`, defined once in `definitions` and zeroed on every call (the previous call's step
+/// left its values there).
+inline std::string freshPlainState(std::string& definitions, const std::string& fresh,
+                                   const std::string& names, const GlueSite& site,
+                                   const std::string& indent) {
+    if (site.form == ScriptForm::kEval) {
+        return indent + "state = " + fresh + "\n";
+    }
+    const std::string scratch = "scratch" + site.suffix;
+    definitions.append("local ").append(scratch).append(" = ").append(fresh).append("\n");
+    std::string zeros = "0";
+    for (std::size_t at = names.find(','); at != std::string::npos; at = names.find(',', at + 1)) {
+        zeros.append(", 0");
+    }
+    return indent + "state = " + scratch + "\n" + indent + names + " = " + zeros + "\n";
+}
+
 /// The model's quota `q` (the fields `code` reads, and those the carry-over reads), its key's
 /// `state` and `carried` (a state carried over from another limit, or nil), appended to `out`
 /// (run on each call), and `store(key, q, state, keep)`, appended to `definitions` (a
@@ -526,18 +545,7 @@ inline void appendModelGlue(std::string& out, std::string& definitions, const Sc
         const std::string withLimit = "'<" + std::string(fields.size() + 3, 'd') + "'";
         std::string names;
         appendLuaList(names, fields, "state.");
-        if (site.form == ScriptForm::kLibrary) {
-            // Zeroed on every call: the previous call's step left its own values there.
-            definitions.append("local scratch").append(n).append(" = ").append(fresh).append("\n");
-            std::string zeros;
-            for (std::size_t i = 0; i < fields.size(); ++i) {
-                zeros.append(i == 0 ? "" : ", ").append("0");
-            }
-            line("state = scratch" + n);
-            line(names + " = " + zeros);
-        } else {
-            line("state = " + fresh);
-        }
+        out.append(freshPlainState(definitions, fresh, names, site, indent));
         line("if stored then");
         line("  local size = #stored");
         line("  if size == " + std::to_string(8 * fields.size() + kStoredLimitBytes) + " then");
