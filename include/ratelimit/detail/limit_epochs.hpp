@@ -26,11 +26,11 @@ namespace detail {
 /// A change publishes the new epoch before it reads the clock for its `since`, and a step
 /// reads the clock before the epoch: so a step that read an earlier epoch read its time before
 /// the change read the clock, and writes at that time before `since` (which is also after the
-/// previous epoch's start), with no check before its write. A step answered at a later time
-/// than it read (another call's later write, or the clock read again) checks the epoch again
-/// before it writes (`isCurrent`). A step of the new epoch, which waits for `since`, steps at
-/// `since` or later. The epochs live as long as the table (a change is rare: each keeps its few
-/// hundred bytes).
+/// previous epoch's start), with no check before its write, unless it finds the key written
+/// after its time: then a step of a later epoch may have written it, under that epoch's limit,
+/// so the step checks the epoch again before it writes (`isCurrent`). A step of the new epoch,
+/// which waits for `since`, steps at `since` or later. The epochs live as long as the table (a
+/// change is rare: each keeps its few hundred bytes).
 /// Thread safety: thread-safe; `replace` is serialised by its own lock.
 template <class Value>
 class LimitEpochs final : public RefCounted {
@@ -73,8 +73,8 @@ public:
         return *e;
     }
 
-    /// Whether `e` is still the epoch in force (a step answered later than it read the clock
-    /// checks it before it writes).
+    /// Whether `e` is still the epoch in force (a step that finds its key written after its
+    /// time checks it before it writes).
     [[nodiscard]] bool isCurrent(const Epoch& e) const noexcept {
         return current_.load(std::memory_order_seq_cst) == &e;
     }

@@ -689,8 +689,8 @@ private:
     };
 
     /// Steps a key's `state`, under its lock. The epoch was read after the call's clock, so a
-    /// step at that time writes before any later change's `since` (`LimitEpochs`); a step
-    /// answered at a later time (`answeredAt`: another call's write, or the clock read again)
+    /// step at that time writes before any later change's `since` (`LimitEpochs`); a step that
+    /// finds the key written after that time (by a step that may have read a later epoch)
     /// checks the epoch once more, and a change since renews both. One return
     /// of one `Decision`, and neither it nor the state has its address taken on the inlined
     /// path: either would put it on the stack, where copying it out stalled every step on
@@ -698,9 +698,12 @@ private:
     RATELIMIT_INLINE Decision run(typename M::State& state, const Request& r) {
         const Epoch* epoch = r.epoch;
         Tick since = r.since;
-        Tick now = answeredAt(M::lastWrite(state), r);
-        if (now != r.now && r.writes() && !epochs_.isCurrent(*epoch)) [[unlikely]] {
-            const Renewed renewed = renewedCold(M::lastWrite(state), r);
+        const Tick last = M::lastWrite(state);
+        Tick now = answeredAt(last, r);
+        // A key written after this call's time may have been written under a later epoch: a
+        // step of the earlier one would read that state by the wrong limit.
+        if (last > r.now && r.writes() && !epochs_.isCurrent(*epoch)) [[unlikely]] {
+            const Renewed renewed = renewedCold(last, r);
             epoch = renewed.epoch;
             since = epoch->since.load(std::memory_order_relaxed);
             now = renewed.now;
