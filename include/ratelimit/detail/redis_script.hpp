@@ -210,8 +210,9 @@ constexpr std::string_view quotaArgumentsIn(ScriptForm form) noexcept {
 /// A library's top level after its helpers and models: the quotas it has read, by identity.
 inline constexpr std::string_view kLuaLibraryTop = "\nlocal quotas, quotaCount = {}, 0\n";
 
-/// The first field of a single model's reply (`kLuaReply`, which writes these numbers):
-/// refused, admitted, or refused where the refusal began a penalty's block.
+/// The first field of a single model's reply: refused, admitted, or refused where the refusal
+/// began a penalty's block. `kLuaReply` names them `REPLY_*`, and `composeScript` writes these
+/// numbers in their place (`withReplyOutcomes`).
 inline constexpr std::int64_t kReplyRefused = 0;
 inline constexpr std::int64_t kReplyAdmitted = 1;
 inline constexpr std::int64_t kReplyPenaltyStarted = 2;
@@ -283,7 +284,7 @@ if late > 0 then
   if reset > 0 then reset = reset + late end
 end
 if remaining < 0 then remaining = 0 end
-return {allowed and 1 or (started and 2 or 0), remaining, retry, reset}
+return {allowed and REPLY_ADMITTED or (started and REPLY_PENALTY_STARTED or REPLY_REFUSED), remaining, retry, reset}
 )lua";
 inline constexpr std::array<std::string_view, 3> kLuaMain{kLuaLateRule, kLuaStepAndStore,
                                                           kLuaReply};
@@ -443,6 +444,15 @@ inline std::string replaceAll(std::string text, std::string_view from, std::stri
         at += to.size();
     }
     return text;
+}
+
+/// `main` with the reply's outcomes (`kLuaReply`'s `REPLY_*`) written as the numbers the client
+/// reads them by.
+inline std::string withReplyOutcomes(std::string main) {
+    main = replaceAll(std::move(main), "REPLY_ADMITTED", std::to_string(kReplyAdmitted));
+    main =
+        replaceAll(std::move(main), "REPLY_PENALTY_STARTED", std::to_string(kReplyPenaltyStarted));
+    return replaceAll(std::move(main), "REPLY_REFUSED", std::to_string(kReplyRefused));
 }
 
 /// The Lua lines, each after `indent`, that start a call's plain `state` (its fields `names`,
@@ -683,6 +693,7 @@ inline std::string composeScript(const ScriptModel& model,
     for (const std::string_view piece : mainPieces) {
         main.append(piece);
     }
+    main = withReplyOutcomes(std::move(main));
     const std::string modelAndMain = models + main;
     std::string call;
     appendCallHead(call, form);
