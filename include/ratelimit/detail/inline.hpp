@@ -18,3 +18,11 @@
 #else
 #    define RATELIMIT_INLINE inline
 #endif
+
+// A path taken too often to be cold (a late call under contention), kept out of line so that
+// the inlined path the compiler builds knows it was not taken.
+#if defined(__GNUC__) || defined(__clang__)
+#    define RATELIMIT_NOINLINE [[gnu::noinline]]
+#else
+#    define RATELIMIT_NOINLINE
+#endif

@@ -691,47 +691,85 @@ private:
     /// Steps a key's `state`, under its lock. The epoch was read after the call's clock, so a
     /// step at that time writes before any later change's `since` (`LimitEpochs`); a step that
     /// finds the key written after that time (by a step that may have read a later epoch)
-    /// checks the epoch once more, and a change since renews both. One return
-    /// of one `Decision`, and neither it nor the state has its address taken on the inlined
+    /// checks the epoch once more (`runLate`). The rare paths run out of line on a copy of the
+    /// state, so that the inlined step knows they were not taken (the late-call rule folds
+    /// away), and neither the decision nor the state has its address taken on the inlined
     /// path: either would put it on the stack, where copying it out stalled every step on
-    /// store forwarding (bench/README.md, "The decision's copies").
+    /// store forwarding (bench/README.md, "The decision's copies"; a bucket's state is a local
+    /// decoded from its words).
     RATELIMIT_INLINE Decision run(typename M::State& state, const Request& r) {
-        const Epoch* epoch = r.epoch;
-        Tick since = r.since;
         const Tick last = M::lastWrite(state);
-        Tick now = answeredAt(last, r);
-        // A key written after this call's time may have been written under a later epoch: a
-        // step of the earlier one would read that state by the wrong limit.
-        if (last > r.now && r.writes() && !epochs_.isCurrent(*epoch)) [[unlikely]] {
-            const Renewed renewed = renewedCold(last, r);
-            epoch = renewed.epoch;
-            since = epoch->since.load(std::memory_order_relaxed);
-            now = renewed.now;
-        }
-        // A refund or strikes act out of line, then are answered as a zero cost: one decision,
-        // built in the caller's place.
         if constexpr (std::is_trivially_copyable_v<typename M::State>) {
-            // One copy of the model's step in the inlined path, for peeks and writes alike.
-            typename M::State next = state;
-            if (M::lastWrite(next) < since) [[unlikely]] {
-                // By value, as below.
-                next = carriedCold(next, *epoch, now);
+            if (last > r.now) [[unlikely]] {
+                return kept(state, r, runLate(state, r, last));
             }
-            Tick late = 0;
-            if (r.acts()) [[unlikely]] {
-                // By value: a state whose address escaped would live on the stack, and its
-                // copy back stalled every step on a store-forwarding miss.
-                next = actedCold(next, r, *epoch, now, late);
-            }
-            // Not const: GCC 12 builds a const local apart and copies it out.
-            Decision d = applyStep<M>(next, epoch->value, now, r.stepCost(), r.each, late);
-            if (r.writes()) {
-                state = next;
-            }
-            return d;
+            return runAt(state, r, *r.epoch, r.since, r.now, last);
         } else {
-            return runInPlace(state, r, *epoch, since, now);
+            return runInPlace(state, r, answerFor(last, r));
         }
+    }
+
+    /// What a step out of line made: its decision, and the state to keep when the call writes.
+    struct Stepped {
+        Decision decision;
+        typename M::State state;
+    };
+
+    /// `stepped`'s decision, its state kept in `state` when the call writes.
+    RATELIMIT_INLINE static Decision kept(typename M::State& state, const Request& r,
+                                          const Stepped& stepped) {
+        if (r.writes()) {
+            state = stepped.state;
+        }
+        return stepped.decision;
+    }
+
+    /// `run` for a key written after the call's time (`last`), by another call since this one
+    /// read the clock or before a clock step back: answered as `answerFor` says.
+    RATELIMIT_NOINLINE Stepped runLate(typename M::State state, const Request& r, Tick last) {
+        const Answer a = answerFor(last, r);
+        // Left to right: the step, then the state it wrote.
+        return Stepped{runAt(state, r, *a.epoch, a.since, a.now, last), state};
+    }
+
+    /// `run` under `epoch` (first tick `since`), answered at `now`, the key last written at
+    /// `last`. A state of an earlier epoch is carried over, and a refund or strikes act, out of
+    /// line (`runPreparedCold`).
+    RATELIMIT_INLINE Decision runAt(typename M::State& state, const Request& r, const Epoch& epoch,
+                                    Tick since, Tick now, Tick last) {
+        // One return, of a call either way: a named decision returned beside another would be
+        // built on the stack and copied out.
+        return last < since || r.acts()
+                   ? kept(state, r, runPreparedCold(state, r, epoch, since, now))
+                   : stepCopy(state, r, epoch.value, now);
+    }
+
+    /// One step of a copy of `state`, kept when the call writes: one copy of the model's step
+    /// for peeks and writes alike.
+    RATELIMIT_INLINE Decision stepCopy(typename M::State& state, const Request& r,
+                                       const QuotaOf<M>& quota, Tick now) {
+        typename M::State next = state;
+        // Not const: GCC 12 builds a const local apart and copies it out.
+        Decision d = applyStep<M>(next, quota, now, r.stepCost(), r.each);
+        if (r.writes()) {
+            state = next;
+        }
+        return d;
+    }
+
+    /// `runAt` for a state made under an earlier epoch (carried over first, `carriedCold`), or
+    /// a refund or strikes, which act on the state, then are answered as a zero cost.
+    RATELIMIT_COLD Stepped runPreparedCold(typename M::State state, const Request& r,
+                                           const Epoch& epoch, Tick since, Tick now) {
+        if (M::lastWrite(state) < since) {
+            state = carriedCold(state, epoch, now);
+        }
+        Tick late = 0;
+        if (r.acts()) {
+            state = actedCold(state, r, epoch, now, late);
+        }
+        // Left to right: the step, then the state it wrote.
+        return Stepped{applyStep<M>(state, epoch.value, now, r.stepCost(), r.each, late), state};
     }
 
     /// The time a step is answered at: the call's, unless another call wrote a later time
@@ -751,38 +789,52 @@ private:
         return now;
     }
 
-    /// The epoch a step writes under, and the time it is answered at there.
-    struct Renewed {
+    /// The epoch a step writes under (first tick `since`), and the time it is answered at there.
+    struct Answer {
         const Epoch* epoch;
+        Tick since;
         Tick now;
     };
+
+    /// Where a step on a key last written at `last` is answered: at `answeredAt` under the
+    /// call's epoch, unless the key was written after the call's time and the call writes: the
+    /// key may then have been written under a later epoch, and a step of the earlier one would
+    /// read that state by the wrong limit, so the epoch is checked again.
+    [[nodiscard]] RATELIMIT_INLINE Answer answerFor(Tick last, const Request& r) const {
+        if (last > r.now && r.writes() && !epochs_.isCurrent(*r.epoch)) [[unlikely]] {
+            return renewedCold(last, r);
+        }
+        return {r.epoch, r.since, answeredAt(last, r)};
+    }
 
     /// For a step whose epoch was replaced before it wrote, on a key last written at `last`:
     /// the epoch in force, and the time the step is answered at under it (no earlier than its
     /// start).
-    [[nodiscard]] RATELIMIT_COLD Renewed renewedCold(Tick last, const Request& r) const {
+    [[nodiscard]] RATELIMIT_COLD Answer renewedCold(Tick last, const Request& r) const {
         Request again = r;
         for (;;) {
             again.epoch = &epochs_.current(again.since);
             again.now = r.now < again.since ? again.since : r.now;
             const Tick now = answeredAt(last, again);
             if (epochs_.isCurrent(*again.epoch)) {
-                return {again.epoch, now};
+                return {again.epoch, again.since, now};
             }
         }
     }
 
-    /// `run` for the sliding log's runs: a peek copies them, a write steps them in place.
-    Decision runInPlace(typename M::State& state, const Request& r, const Epoch& epoch, Tick since,
-                        Tick now) {
+    /// `run` for the sliding log's runs, answered as `a` says: a peek copies them, a write
+    /// steps them in place.
+    Decision runInPlace(typename M::State& state, const Request& r, const Answer& a) {
+        const Epoch& epoch = *a.epoch;
+        Tick now = a.now;
         if (!r.writes()) {
             typename M::State copy = state;
-            if (M::lastWrite(copy) < since) {
+            if (M::lastWrite(copy) < a.since) {
                 copy = carriedCold(copy, epoch, now);
             }
             return applyStep<M>(copy, epoch.value, now, r.cost, r.each);
         }
-        if (M::lastWrite(state) < since) {
+        if (M::lastWrite(state) < a.since) {
             state = carriedCold(state, epoch, now);
         }
         Tick late = 0;
