@@ -63,8 +63,9 @@ public:
         return current(since);
     }
 
-    /// `current()`, with its first tick in `since` (one load of it on a step's path).
-    [[nodiscard]] const Epoch& current(Tick& since) const noexcept {
+    /// `current()`, with its first tick in `since` (one load of it on a step's path). Always
+    /// inlined: GCC left it out of line, `since` on the stack, as unrelated code grew.
+    [[nodiscard]] RATELIMIT_INLINE const Epoch& current(Tick& since) const noexcept {
         const Epoch* const e = current_.load(std::memory_order_seq_cst);
         since = e->since.load(std::memory_order_acquire);
         if (since == kPending) [[unlikely]] {

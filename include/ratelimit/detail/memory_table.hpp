@@ -822,9 +822,21 @@ private:
         }
     }
 
-    /// `run` for the sliding log's runs, answered as `a` says: a peek copies them, a write
-    /// steps them in place.
-    Decision runInPlace(typename M::State& state, const Request& r, const Answer& a) {
+    /// `run` for the sliding log's runs, answered as `a` says: a write steps them in place. A
+    /// peek, a state of an earlier epoch or an action goes out of line (`runInPlaceRare`), so
+    /// that the inlined step knows none was taken (as `runAt` does for the other models).
+    RATELIMIT_INLINE Decision runInPlace(typename M::State& state, const Request& r,
+                                         const Answer& a) {
+        if (!r.writes() || r.acts() || M::lastWrite(state) < a.since) [[unlikely]] {
+            return runInPlaceRare(state, r, a);
+        }
+        return applyStep<M>(state, a.epoch->value, a.now, r.cost, r.each);
+    }
+
+    /// `runInPlace` for a peek (on a copy of the runs), a state carried over from an earlier
+    /// epoch, or a refund or strikes (which act before the step).
+    RATELIMIT_NOINLINE Decision runInPlaceRare(typename M::State& state, const Request& r,
+                                               const Answer& a) {
         const Epoch& epoch = *a.epoch;
         Tick now = a.now;
         if (!r.writes()) {
