@@ -396,7 +396,14 @@ private:
         } else {
             const auto read = [this, phase] { return detail::satSub(ticks(clock_.now()), phase); };
             const detail::TickSource now(read, detail::kSteadyClock<Clock>);
-            return tail([&](auto... e) { return table_.step(key, now, cost, mode, e...); });
+            // Not through `tail`, whose lambda takes `now` by reference: called here, and the
+            // memory table's step inlined, the compiler sees the clock behind `now` and reads it
+            // inline, where it was a call per check.
+            if constexpr (detail::kReportsEach<Model>) {
+                return table_.step(key, now, cost, mode, each);
+            } else {
+                return table_.step(key, now, cost, mode);
+            }
         }
     }
 

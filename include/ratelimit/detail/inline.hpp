@@ -11,8 +11,9 @@
 
 // A step the compiler would leave out of line for its size or its several callers (the refund
 // path calls the same pieces), on the hot path all the same: the models' steps and the
-// late-call rule around them, and a limit set's, which inlines its members' steps. Out of line,
-// a step's 48-byte decision is copied out of a stack slot, a store-forwarding stall.
+// late-call rule around them, a limit set's, which inlines its members' steps, and the memory
+// table's entry, which reads the clock (`MemoryTable::step`). Out of line, a step's 48-byte
+// decision is copied out of a stack slot, a store-forwarding stall.
 #if defined(__GNUC__) || defined(__clang__)
 #    define RATELIMIT_INLINE [[gnu::always_inline]] inline
 #else

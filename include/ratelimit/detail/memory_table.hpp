@@ -445,9 +445,10 @@ public:
     /// Calls on one key take effect in the order of their times: the time is read before the
     /// key's lock (so the lock is held for the step alone, or, in a bucket table that swaps,
     /// before the key's words). A call that finds a later write steps at that write's time
-    /// where the clock is steady, and reads the clock again otherwise (`run`).
-    Decision step(std::string_view key, TickSource now, std::int64_t cost, StepMode mode,
-                  EachOf<M>* each = nullptr) {
+    /// where the clock is steady, and reads the clock again otherwise (`run`). Inlined, so the
+    /// first read of `now` is the limiter's clock itself, not a call through `TickSource`.
+    RATELIMIT_INLINE Decision step(std::string_view key, TickSource now, std::int64_t cost,
+                                   StepMode mode, EachOf<M>* each = nullptr) {
         const Lookup k = lookupKey(key);
         // The epoch after the clock (see `LimitEpochs`).
         const Tick read = now();

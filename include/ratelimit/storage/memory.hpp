@@ -9,6 +9,7 @@
 #include <ratelimit/algorithms/model.hpp>
 #include <ratelimit/clock.hpp>
 #include <ratelimit/decision.hpp>
+#include <ratelimit/detail/inline.hpp>
 #include <ratelimit/detail/memory_table.hpp>
 #include <ratelimit/detail/ref_counted.hpp>
 #include <ratelimit/detail/slot_lock.hpp>
@@ -77,9 +78,11 @@ public:
         : impl_(std::move(impl)), listening_(std::move(listening)) {}
 
     /// Applies the model's step to `key` atomically (a limit set's members' decisions to
-    /// `each`, when given). Throws: `std::bad_alloc` only.
-    [[nodiscard]] Decision step(std::string_view key, detail::TickSource now, std::int64_t cost,
-                                StepMode mode, detail::EachOf<M>* each = nullptr) const {
+    /// `each`, when given). Inlined, as the table's step is (`detail::MemoryTable::step`).
+    /// Throws: `std::bad_alloc` only.
+    [[nodiscard]] RATELIMIT_INLINE Decision step(std::string_view key, detail::TickSource now,
+                                                 std::int64_t cost, StepMode mode,
+                                                 detail::EachOf<M>* each = nullptr) const {
         return impl_->step(key, now, cost, mode, each);
     }
     /// Makes `key` fresh (a spilled key shares its entry and is left alone).
