@@ -758,19 +758,27 @@ private:
         return d;
     }
 
-    /// `runAt` for a state made under an earlier epoch (carried over first, `carriedCold`), or
-    /// a refund or strikes, which act on the state, then are answered as a zero cost.
+    /// `runAt` for a state made under an earlier epoch, or a refund or strikes, on a copy of the
+    /// state (`stepPrepared`).
     RATELIMIT_COLD Stepped runPreparedCold(typename M::State state, const Request& r,
                                            const Epoch& epoch, Tick since, Tick now) {
+        // Left to right: the step, then the state it wrote.
+        return Stepped{stepPrepared(state, r, epoch, since, now), state};
+    }
+
+    /// The step of `state` under `epoch` (first tick `since`) at `now`, for the rare paths: a
+    /// state made under an earlier epoch is carried over first (`carriedCold`), and a refund or
+    /// strikes act on it (`actedCold`), then are answered as a zero cost.
+    RATELIMIT_INLINE Decision stepPrepared(typename M::State& state, const Request& r,
+                                           const Epoch& epoch, Tick since, Tick now) {
         if (M::lastWrite(state) < since) {
-            state = carriedCold(state, epoch, now);
+            state = carriedCold(std::move(state), epoch, now);
         }
         Tick late = 0;
         if (r.acts()) {
-            state = actedCold(state, r, epoch, now, late);
+            state = actedCold(std::move(state), r, epoch, now, late);
         }
-        // Left to right: the step, then the state it wrote.
-        return Stepped{applyStep<M>(state, epoch.value, now, r.stepCost(), r.each, late), state};
+        return applyStep<M>(state, epoch.value, now, r.stepCost(), r.each, late);
     }
 
     /// The time a step is answered at: the call's, unless another call wrote a later time
@@ -835,26 +843,17 @@ private:
     }
 
     /// `runInPlace` for a peek (on a copy of the runs), a state carried over from an earlier
-    /// epoch, or a refund or strikes (which act before the step).
+    /// epoch, or a refund or strikes (`stepPrepared`). A call that writes nothing (a zero
+    /// cost's refund or strikes included) is answered as a peek.
     RATELIMIT_NOINLINE Decision runInPlaceRare(typename M::State& state, const Request& r,
                                                const Answer& a) {
-        const Epoch& epoch = *a.epoch;
-        Tick now = a.now;
         if (!r.writes()) {
             typename M::State copy = state;
-            if (M::lastWrite(copy) < a.since) {
-                copy = carriedCold(copy, epoch, now);
-            }
-            return applyStep<M>(copy, epoch.value, now, r.cost, r.each);
+            Request peek = r;
+            peek.mode = StepMode::kPeek;
+            return stepPrepared(copy, peek, *a.epoch, a.since, a.now);
         }
-        if (M::lastWrite(state) < a.since) {
-            state = carriedCold(state, epoch, now);
-        }
-        Tick late = 0;
-        if (r.acts()) [[unlikely]] {
-            state = actedCold(std::move(state), r, epoch, now, late);
-        }
-        return applyStep<M>(state, epoch.value, now, r.stepCost(), r.each, late);
+        return stepPrepared(state, r, *a.epoch, a.since, a.now);
     }
 
     /// `state`, made under an earlier epoch, carried over to `epoch` at `now`.
