@@ -1,7 +1,8 @@
 // Tests of penalties over the memory storage (include/ratelimit/algorithms/penalty.hpp,
 // `Limiter::penalize`): strikes from refusals and from `penalize` start a block of exactly its
 // duration, to the nanosecond; a blocked key's calls never lengthen it; strikes older than the
-// window start a new count; peeks and zero costs are never strikes; refunds, limit changes and
+// window start a new count; peeks and zero costs are never strikes (a zero cost's strikes or
+// refund answers as a peek, for every model); refunds, limit changes and
 // clock steps keep the penalty; 8 threads on one penalized key admit exactly the limit.
 // Bad penalties throw naming the field. The Redis side, the same decisions in one script, is
 // in tests/storage/redis_policies_test.cpp.
@@ -16,6 +17,7 @@
 #include "support/catch.hpp"
 #include "support/decision_string.hpp"
 #include "support/limiters.hpp"
+#include "support/random_traffic.hpp"
 
 using namespace std::chrono_literals;
 
@@ -135,6 +137,40 @@ TEST_CASE("Penalty: peeks, zero costs and admissions are never strikes", "[penal
     CHECK(blockedFor(limiter.peek("k"), 1h));
     // A cost above the limit can never pass, blocked or not.
     CHECK(limiter.tryAcquire("k", 2).never());
+}
+
+TEMPLATE_TEST_CASE("Penalty: a zero cost's refund or strikes answer as a peek, and change nothing",
+                   "[penalty][refund]", RATELIMIT_TEST_MODELS) {
+    // Random takes, strikes and refunds, with the clock moving on and stepping back; after
+    // each, the zero-cost calls must give a peek's figures at the same time, and leave the key's
+    // figures as they were (the sliding log answers them as a peek, the other models by acting
+    // on a copy: the two must agree).
+    ManualClock clock;
+    clock.set(3h);
+    Penalized<TestType> limiter({Limit::per(4, 10s).withBurst(3), Penalty{3, 20s, 30s}},
+                                MemoryStorage{{.maxKeys = 64}}, clock);
+    Rng rng(20261204);
+    for (int i = 0; i < 2'000; ++i) {
+        clock.advance(std::chrono::milliseconds{uniform(rng, -1'500, 4'000)});
+        const std::int64_t cost = uniform(rng, 1, 3);
+        switch (uniform(rng, 0, 3)) {
+            case 0:
+                (void)limiter.penalize("k", cost);
+                break;
+            case 1:
+                (void)limiter.refund("k", cost);
+                break;
+            default:
+                (void)limiter.tryAcquire("k", cost);
+        }
+        clock.advance(std::chrono::milliseconds{uniform(rng, -1'500, 4'000)});
+        const std::string peek = describe(limiter.peek("k", 0));
+        INFO("step " << i << " at " << clock.now().time_since_epoch().count() << " ns: " << peek);
+        CHECK(describe(limiter.refund("k", 0)) == peek);
+        CHECK(describe(limiter.penalize("k", 0)) == peek);
+        CHECK(describe(limiter.tryAcquire("k", 0)) == peek);
+        CHECK(describe(limiter.peek("k", 0)) == peek);
+    }
 }
 
 TEST_CASE("Penalty: a clock that steps back never shortens a block", "[penalty]") {
