@@ -2,8 +2,9 @@
 // `Limiter::penalize`): strikes from refusals and from `penalize` start a block of exactly its
 // duration, to the nanosecond; a blocked key's calls never lengthen it; strikes older than the
 // window start a new count; peeks and zero costs are never strikes (a zero cost's strikes or
-// refund answers as a peek, for every model); refunds, limit changes and
-// clock steps keep the penalty; 8 threads on one penalized key admit exactly the limit.
+// refund answers as a peek and changes nothing, for every model); in dry-run, strikes and
+// refunds are admitted and marked as peeks are; refunds, limit changes and clock steps keep the
+// penalty; 8 threads on one penalized key admit exactly the limit.
 // Bad penalties throw naming the field. The Redis side, the same decisions in one script, is
 // in tests/storage/redis_policies_test.cpp.
 
@@ -141,36 +142,76 @@ TEST_CASE("Penalty: peeks, zero costs and admissions are never strikes", "[penal
 
 TEMPLATE_TEST_CASE("Penalty: a zero cost's refund or strikes answer as a peek, and change nothing",
                    "[penalty][refund]", RATELIMIT_TEST_MODELS) {
-    // Random takes, strikes and refunds, with the clock moving on and stepping back; after
-    // each, the zero-cost calls must give a peek's figures at the same time, and leave the key's
-    // figures as they were (the sliding log answers them as a peek, the other models by acting
-    // on a copy: the two must agree).
+    // Two limiters take the same random takes, strikes and refunds, the clock moving on or
+    // back between them (late calls, steps back); one of them also gets zero-cost refunds,
+    // strikes and takes after each. Those must answer exactly as the other's peek, and the two
+    // must decide alike to the end: a zero cost that wrote anything (a rebase, a window rolled,
+    // a strike count restarted) shows in a later decision. The sliding log answers them as a
+    // peek, the other models by stepping a copy.
     ManualClock clock;
     clock.set(3h);
-    Penalized<TestType> limiter({Limit::per(4, 10s).withBurst(3), Penalty{3, 20s, 30s}},
-                                MemoryStorage{{.maxKeys = 64}}, clock);
+    const ratelimit::PenalizedLimit<Limit> limits{Limit::per(4, 10s).withBurst(3),
+                                                  Penalty{3, 20s, 30s}};
+    Penalized<TestType> probed(limits, MemoryStorage{{.maxKeys = 64}}, clock);
+    Penalized<TestType> twin(limits, MemoryStorage{{.maxKeys = 64}}, clock);
     Rng rng(20261204);
-    for (int i = 0; i < 2'000; ++i) {
+    int blocks = 0;
+    int earlier = 0;  // zero-cost calls at a time before the action's
+    for (int i = 0; i < 3'000; ++i) {
         clock.advance(std::chrono::milliseconds{uniform(rng, -1'500, 4'000)});
         const std::int64_t cost = uniform(rng, 1, 3);
-        switch (uniform(rng, 0, 3)) {
-            case 0:
-                (void)limiter.penalize("k", cost);
-                break;
-            case 1:
-                (void)limiter.refund("k", cost);
-                break;
-            default:
-                (void)limiter.tryAcquire("k", cost);
-        }
-        clock.advance(std::chrono::milliseconds{uniform(rng, -1'500, 4'000)});
-        const std::string peek = describe(limiter.peek("k", 0));
-        INFO("step " << i << " at " << clock.now().time_since_epoch().count() << " ns: " << peek);
-        CHECK(describe(limiter.refund("k", 0)) == peek);
-        CHECK(describe(limiter.penalize("k", 0)) == peek);
-        CHECK(describe(limiter.tryAcquire("k", 0)) == peek);
-        CHECK(describe(limiter.peek("k", 0)) == peek);
+        const std::int64_t action = uniform(rng, 0, 3);  // 0: strikes, 1: a refund, else a take
+        const auto act = [&](Penalized<TestType>& limiter) {
+            return action == 0   ? limiter.penalize("k", cost)
+                   : action == 1 ? limiter.refund("k", cost)
+                                 : limiter.tryAcquire("k", cost);
+        };
+        const Decision acted = act(probed);
+        INFO("step " << i << ": action " << action << " of cost " << cost);
+        REQUIRE(acted == act(twin));
+        blocks += acted.penaltyStarted ? 1 : 0;
+        const std::chrono::milliseconds move{uniform(rng, -1'500, 4'000)};
+        earlier += move < 0ms ? 1 : 0;
+        clock.advance(move);
+        const Decision peek = twin.peek("k", 0);
+        INFO("then " << move.count() << " ms");
+        REQUIRE(probed.refund("k", 0) == peek);
+        REQUIRE(probed.penalize("k", 0) == peek);
+        REQUIRE(probed.tryAcquire("k", 0) == peek);
     }
+    // The walk met blocks and calls before the last write.
+    CHECK(blocks > 0);
+    CHECK(earlier > 0);
+}
+
+TEST_CASE("Penalty: in dry-run, a blocked key's strikes and refunds are admitted and marked",
+          "[penalty][refund][dry_run]") {
+    ManualClock clock;
+    const ratelimit::PenalizedLimit<Limit> limits{Limit::perMinute(1), Penalty{1, 1min, 1h}};
+    Penalized<FixedWindowModel> enforcing(limits, MemoryStorage{}, clock);
+    Penalized<FixedWindowModel> shadow(limits, MemoryStorage{}, clock,
+                                       {.name = "shadow", .dryRun = true});
+    REQUIRE(enforcing.tryAcquire("k").allowed);
+    REQUIRE(shadow.tryAcquire("k").allowed);
+    REQUIRE(blockedFor(enforcing.tryAcquire("k"), 1h));  // the one strike: a block
+    REQUIRE(shadow.tryAcquire("k").wouldRefuse);
+    clock.advance(10min);
+    const auto sameCalls = [&](auto call) {
+        const Decision e = call(enforcing);
+        const Decision d = call(shadow);
+        CHECK(blockedFor(e, 50min));
+        CHECK(d.allowed);
+        CHECK(d.wouldRefuse);
+        CHECK(d.remaining == e.remaining);
+        CHECK(d.retryAfter == e.retryAfter);
+        CHECK(d.resetAfter == e.resetAfter);
+    };
+    sameCalls([](auto& limiter) { return limiter.penalize("k"); });
+    sameCalls([](auto& limiter) { return limiter.penalize("k", 0); });
+    sameCalls([](auto& limiter) { return limiter.refund("k"); });
+    sameCalls([](auto& limiter) { return limiter.refund("k", 0); });
+    sameCalls([](auto& limiter) { return limiter.peek("k", 0); });
+    CHECK(shadow.dryRunRefusals() == 1);  // only the refused take counts
 }
 
 TEST_CASE("Penalty: a clock that steps back never shortens a block", "[penalty]") {

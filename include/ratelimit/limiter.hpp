@@ -168,27 +168,36 @@ public:
     /// it admitted whose work did not happen (the upstream call failed, a later check
     /// refused). A bucket never holds more than its burst and no window's count goes below 0;
     /// the sliding log gives back its newest entries first (docs/semantics.md, "Refunds").
-    /// Returns the key's decision after the refund (a zero cost's: `allowed`, what remains).
-    /// A key with nothing consumed is left as it is. Throws: as `tryAcquire`.
+    /// Returns the key's decision after the refund, as `peek(key, 0)` would then (in dry-run
+    /// admitted, and marked, as a peek is). A key with nothing consumed is left as it is.
+    /// Throws: as `tryAcquire`.
     Decision refund(std::string_view key, std::int64_t cost = 1) requires RefundableModel<Model> {
-        return stepNow(key, cost, StepMode::kRefund);
+        Decision d = stepNow(key, cost, StepMode::kRefund);
+        dryRun(d, StepMode::kRefund);
+        return d;
     }
 
     /// A limit set's `refund`: every member gives back up to `cost`, and fills its figures in
     /// `each` (a tiered model's, as `tryAcquire`).
     Decision refund(std::string_view key, std::int64_t cost, Decisions& each) requires(
         detail::kReportsEach<Model>&& RefundableModel<Model>) {
-        return stepNow(key, cost, StepMode::kRefund, &each);
+        Decision d = stepNow(key, cost, StepMode::kRefund, &each);
+        dryRun(d, StepMode::kRefund);
+        dryRunMembers(d, each);
+        return d;
     }
 
     /// A penalized limiter's (`PenalizedModel`) strikes: gives `key` `strikes` strikes toward
     /// its penalty now, as many refusals would (after a failed login, say); the strike that
     /// completes the count blocks the key for the penalty's duration. A blocked key's block
-    /// stays as it is. Returns the key's decision after it (a zero cost's: refused while
-    /// blocked). Throws: as `tryAcquire`.
+    /// stays as it is. Returns the key's decision after it, as `peek(key, 0)` would then
+    /// (refused while blocked; in dry-run admitted, and marked, as a peek is).
+    /// Throws: as `tryAcquire`.
     Decision penalize(std::string_view key,
                       std::int64_t strikes = 1) requires detail::kIsPenalized<Model> {
-        return stepNow(key, strikes, StepMode::kPenalize);
+        Decision d = stepNow(key, strikes, StepMode::kPenalize);
+        dryRun(d, StepMode::kPenalize);
+        return d;
     }
 
     /// A `LeasedLimiter`'s store call on `key`, where the storage keeps a lease ledger (Redis):
