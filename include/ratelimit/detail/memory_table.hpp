@@ -243,7 +243,8 @@ public:
     /// A key of at most kInline bytes, zero-padded. Built in registers from overlapping loads,
     /// as the short-key hash reads it: a `memcpy` of a variable length is a libc call on every
     /// step, and its byte stores, read back as words by `matches`, would miss store forwarding.
-    /// Inlined: GCC left it a call on every step.
+    /// Always inlined: GCC 12 left it out of line, a call on every lookup (bench/README.md,
+    /// "the key's bytes built inline").
     [[nodiscard]] RATELIMIT_INLINE static KeyBytes padded(std::string_view key) noexcept {
         KeyBytes out;
         const std::size_t n = key.size();
