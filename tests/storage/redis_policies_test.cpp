@@ -2,7 +2,8 @@
 // (include/ratelimit/algorithms/limit_set.hpp), where one script call steps every member, each
 // in its own key under the key's one hash tag, and refunds (`Limiter::refund`). Both decide as
 // the memory storage does, member by member (randomized differential runs, clock steps back
-// included); the failure policies answer for every member. The multi-process exactness test of
+// included); the failure policies answer for every member; a dry-run limiter's strikes and
+// refunds on a blocked key are admitted and marked. The multi-process exactness test of
 // a set is in tests/storage/redis_concurrency_test.cpp. Each test starts its own redis-server
 // (tests/support/redis_server.hpp).
 
@@ -23,6 +24,7 @@
 #include <ratelimit/redis.hpp>
 
 #include "support/catch.hpp"
+#include "support/decision_string.hpp"
 #include "support/limiters.hpp"
 #include "support/random_traffic.hpp"
 #include "support/redis_server.hpp"
@@ -464,6 +466,34 @@ TEST_CASE("RedisStorage: a blocked key outlives its block in Redis, not the mode
     CHECK(ttl > std::chrono::milliseconds{9min}.count());
     CHECK(ttl <= std::chrono::milliseconds{10min + 2s}.count());
     CHECK(!limiter.tryAcquire("k").allowed);
+}
+
+TEST_CASE("RedisStorage: in dry-run, a blocked key's strikes and refunds are admitted and marked",
+          "[redis_storage][redis][penalty][refund][dry_run]") {
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    using Model = ratelimit::PenalizedModel<FixedWindowModel>;
+    const RedisStorage storage(storageOptions(*server, "rl-penalty-dry-run"));
+    LimiterOptions options = limiterOptions("shadow");
+    options.dryRun = true;
+    ManualClock clock;
+    clock.set(1h);
+    RedisLimiter<Model> shadow({Limit::perMinute(1), ratelimit::Penalty{1, 1min, 1h}}, storage,
+                               clock, options);
+    REQUIRE(shadow.tryAcquire("k").allowed);
+    REQUIRE(shadow.tryAcquire("k").wouldRefuse);  // the one strike: a block
+    clock.advance(10min);
+    for (const Decision& d : {shadow.penalize("k"), shadow.penalize("k", 0), shadow.refund("k"),
+                              shadow.refund("k", 0), shadow.peek("k", 0)}) {
+        INFO(describe(d));
+        CHECK(d.allowed);
+        CHECK(d.wouldRefuse);
+        CHECK(d.remaining == 0);
+        CHECK(d.retryAfter == 50min);
+    }
+    CHECK(shadow.dryRunRefusals() == 1);  // only the refused take counts
 }
 
 TEMPLATE_LIST_TEST_CASE("RedisStorage: a limit set's change carries each member over as in memory",
