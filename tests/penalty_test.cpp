@@ -145,9 +145,9 @@ TEMPLATE_TEST_CASE("Penalty: a zero cost's refund or strikes answer as a peek, a
     // Two limiters take the same random takes, strikes and refunds, the clock moving on or
     // back between them (late calls, steps back); one of them also gets zero-cost refunds,
     // strikes and takes after each. Those must answer exactly as the other's peek, and the two
-    // must decide alike to the end: a zero cost that wrote anything (a rebase, a window rolled,
-    // a strike count restarted) shows in a later decision. The sliding log answers them as a
-    // peek, the other models by stepping a copy.
+    // must decide alike to the end: a zero cost that changed what the key decides (a strike
+    // given, a unit given back, a late answer's time kept) shows in a later decision. The
+    // sliding log answers them as a peek, the other models by stepping a copy.
     ManualClock clock;
     clock.set(3h);
     const ratelimit::PenalizedLimit<Limit> limits{Limit::per(4, 10s).withBurst(3),
