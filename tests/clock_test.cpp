@@ -142,6 +142,24 @@ TEST_CASE("SteadyClock: never goes backwards", "[clock]") {
     }
 }
 
+TEST_CASE("SteadyClock: advances with std::chrono::steady_clock, reading the same clock",
+          "[clock]") {
+    // Each interval of one clock holds the other's read within it, and lies within the other's
+    // read around it: read from another source (a coarse clock's ticks, say), it strays out.
+    using std::chrono::steady_clock;
+    const SteadyClock clock;
+    for (int i = 0; i < 1000; ++i) {
+        const steady_clock::time_point outerStart = steady_clock::now();
+        const SteadyClock::time_point start = clock.now();
+        const steady_clock::time_point innerStart = steady_clock::now();
+        const steady_clock::time_point innerEnd = steady_clock::now();
+        const SteadyClock::time_point end = clock.now();
+        const steady_clock::time_point outerEnd = steady_clock::now();
+        REQUIRE(end - start >= innerEnd - innerStart);
+        REQUIRE(end - start <= outerEnd - outerStart);
+    }
+}
+
 TEST_CASE("SteadyClock: copies share the offset captured at construction", "[clock]") {
     const SteadyClock clock;
     const SteadyClock copy = clock;  // NOLINT(performance-unnecessary-copy-initialization)

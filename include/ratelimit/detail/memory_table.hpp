@@ -451,9 +451,12 @@ public:
     /// first read of `now` is the limiter's clock itself, not a call through `TickSource`.
     RATELIMIT_INLINE Decision step(std::string_view key, TickSource now, std::int64_t cost,
                                    StepMode mode, EachOf<M>* each = nullptr) {
+        // First, before the key is hashed: the clock's read waits for the instructions before
+        // it to finish (the vDSO's `lfence; rdtsc`), so the lookup runs after it, beside its wait,
+        // and not before it, in its way (bench/README.md, "the clock read first").
+        const Tick read = now();
         const Lookup k = lookupKey(key);
         // The epoch after the clock (see `LimitEpochs`).
-        const Tick read = now();
         Tick since = 0;
         const Epoch& epoch = epochs_.current(since);
         const Request r{now,  read < since ? since : read, cost, mode, Action::kStep, each, &epoch,
@@ -980,7 +983,7 @@ private:
             WordPair seen = loadWords(state);
             for (;;) {
                 WordPair next;
-                Decision d = stepWords(seen, r, next);
+                Decision d = stepWords(seen, r, next, swaps_);
                 if (!swaps_) {
                     state = next;
                     return d;
@@ -1033,34 +1036,45 @@ private:
     static constexpr std::uint64_t kGeneration = std::uint64_t{1} << kGenerationBit;
     static constexpr std::uint64_t kSeal = std::uint64_t{1} << 63;
 
-    [[nodiscard]] std::uint64_t deficitBits() const noexcept {
+    [[nodiscard]] static constexpr std::uint64_t deficitBits() noexcept {
         return (std::uint64_t{1} << kMarkShift) - 1;
     }
     /// The bits that say whose words they are: the key's mark and the seal.
-    [[nodiscard]] std::uint64_t ownerBits() const noexcept { return ~deficitBits() & ~kGeneration; }
+    [[nodiscard]] static constexpr std::uint64_t ownerBits() noexcept {
+        return ~deficitBits() & ~kGeneration;
+    }
     [[nodiscard]] std::uint64_t ownerOf(const KeyPlacement& k) const noexcept {
         return (std::uint64_t{k.mark} << kMarkShift) & ~deficitBits() & ~kGeneration & ~kSeal;
     }
 
+    /// The state in words `w`, marked where `marked` (by default, where the table swaps).
     [[nodiscard]] typename M::State decode(const WordPair& w) const noexcept {
+        return decode(w, swaps_);
+    }
+    [[nodiscard]] static typename M::State decode(const WordPair& w, bool marked) noexcept {
         typename M::State state;
         state.last = static_cast<Tick>(w.low);
-        state.deficit = static_cast<std::int64_t>(swaps_ ? w.high & deficitBits() : w.high);
+        state.deficit = static_cast<std::int64_t>(marked ? w.high & deficitBits() : w.high);
         return state;
     }
 
-    /// `state` in words, with the marks `marks` where the table swaps.
+    /// `state` in words, with the marks `marks` where the table swaps (or where `marked`).
     [[nodiscard]] WordPair encode(const typename M::State& state,
                                   std::uint64_t marks) const noexcept {
+        return encode(state, marks, swaps_);
+    }
+    [[nodiscard]] static WordPair encode(const typename M::State& state, std::uint64_t marks,
+                                         bool marked) noexcept {
         return {static_cast<std::uint64_t>(state.last),
-                static_cast<std::uint64_t>(state.deficit) | (swaps_ ? marks : 0)};
+                static_cast<std::uint64_t>(state.deficit) | (marked ? marks : 0)};
     }
 
-    /// One step over the words `seen`: the decision, and in `next` the words to swap in.
-    Decision stepWords(const WordPair& seen, const Request& r, WordPair& next) {
-        typename M::State state = decode(seen);
+    /// One step over the words `seen`, marked where `marked`: the decision, and in `next` the
+    /// words to swap in. An unlocked step knows its words are marked, and need not ask.
+    Decision stepWords(const WordPair& seen, const Request& r, WordPair& next, bool marked) {
+        typename M::State state = decode(seen, marked);
         Decision d = run(state, r);
-        next = r.writes() ? encode(state, seen.high & ~deficitBits()) : seen;
+        next = r.writes() ? encode(state, seen.high & ~deficitBits(), marked) : seen;
         return d;
     }
 
@@ -1089,7 +1103,7 @@ private:
                 return false;
             }
             WordPair next;
-            out = stepWords(seen, r, next);
+            out = stepWords(seen, r, next, true);
             if (compareExchangeWords(s.state, seen, next)) {
                 probe_.slotLocked(false);
                 return true;
