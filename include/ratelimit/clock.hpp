@@ -88,7 +88,8 @@ public:
 
 private:
     /// `std::chrono::steady_clock::now()`. On Linux that reads `CLOCK_MONOTONIC` through one more
-    /// call than this does: a call saved on every check (bench/README.md, "the clock read first").
+    /// call than this does: a call saved on every check (bench/README.md, "the clock and the
+    /// fetches").
     static duration steadyNow() noexcept {
 #if defined(__linux__)
         std::timespec ts{};

@@ -451,18 +451,18 @@ public:
     /// first read of `now` is the limiter's clock itself, not a call through `TickSource`.
     RATELIMIT_INLINE Decision step(std::string_view key, TickSource now, std::int64_t cost,
                                    StepMode mode, EachOf<M>* each = nullptr) {
-        // The key's slots are fetched before the clock is read, so that among many keys the
-        // cache misses overlap the clock's read; a hot key pays for it, as the read waits for
-        // the hash to finish (bench/README.md, "The clock and the fetches").
-        const Lookup k = lookupKey(key);
-        Group* const segment = segmentOf(k);
-        prefetchLookup(segment, k);
+        // First, before the key is hashed: the clock's read waits for the instructions before
+        // it to finish (the vDSO's `lfence; rdtsc`), so the lookup runs after it, beside its
+        // wait. Among many keys the slots' fetches then start after the read rather than beside
+        // it: a trade measured in bench/README.md, "the clock and the fetches".
         const Tick read = now();
+        const Lookup k = lookupKey(key);
         // The epoch after the clock (see `LimitEpochs`).
         Tick since = 0;
         const Epoch& epoch = epochs_.current(since);
         const Request r{now,  read < since ? since : read, cost, mode, Action::kStep, each, &epoch,
                         since};
+        Group* const segment = segmentOf(k);
         if constexpr (kPairs) {
             if (swaps_) {
                 return stepSwapping(segment, k, r);
@@ -929,6 +929,7 @@ private:
     /// with what the look saw in `seen`.
     Locked lockOwnSlot(Group* segment, const Lookup& k,
                        TagCounts& seen) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
+        prefetchLookup(segment, k);
         const Locked s = lockOwnSlot(segment[k.groups[0]], k, seen[0]);
         return s ? s : lockOwnSlot(segment[k.groups[1]], k, seen[1]);
     }
@@ -1081,6 +1082,7 @@ private:
     /// Steps the key in its slot without the slot's lock; false, having written nothing, when
     /// it finds no slot of the key's with its words unsealed.
     bool stepUnlocked(Group* segment, const Lookup& k, const Request& r, Decision& out) {
+        prefetchLookup(segment, k);
         for (const std::uint64_t group : k.groups) {
             Group& g = segment[group];
             if (visitTagged(g, k.tag, [&](std::size_t i) {
