@@ -142,10 +142,11 @@ TEST_CASE("SteadyClock: never goes backwards", "[clock]") {
     }
 }
 
-TEST_CASE("SteadyClock: advances with std::chrono::steady_clock, reading the same clock",
-          "[clock]") {
+TEST_CASE("SteadyClock: advances as std::chrono::steady_clock does, to the nanosecond", "[clock]") {
     // Each interval of one clock holds the other's read within it, and lies within the other's
-    // read around it: read from another source (a coarse clock's ticks, say), it strays out.
+    // read around it: a coarser clock, or one read in other units, strays out. (A clock of
+    // another source that ticks at the same rate would pass: `SteadyClock`'s source is its
+    // code's to say.)
     using std::chrono::steady_clock;
     const SteadyClock clock;
     for (int i = 0; i < 1000; ++i) {

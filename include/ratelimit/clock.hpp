@@ -6,7 +6,7 @@
 #include <ratio>
 
 #if defined(__linux__)
-#    include <ctime>  // clock_gettime (POSIX), through glibc's <time.h>
+#    include <time.h>  // NOLINT(modernize-deprecated-headers): clock_gettime is POSIX, here
 #endif
 
 #include <ratelimit/detail/chrono.hpp>
