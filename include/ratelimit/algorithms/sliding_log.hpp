@@ -9,6 +9,7 @@
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/checked_math.hpp>
 #include <ratelimit/detail/compact_vector.hpp>
+#include <ratelimit/detail/inline.hpp>
 #include <ratelimit/limit.hpp>
 
 namespace ratelimit {
@@ -221,8 +222,11 @@ end
     }
 
 private:
-    /// The step at a time no earlier than the newest run.
-    static Decision stepAt(Runs& runs, const Quota& q, Tick now, std::int64_t cost) {
+    /// The step at a time no earlier than the newest run. Out of line, where GCC used to put
+    /// it: one copy serves both of `step`'s calls, and the sliding log's step keeps its shape
+    /// whatever the inlining budget of the code around it.
+    RATELIMIT_NOINLINE static Decision stepAt(Runs& runs, const Quota& q, Tick now,
+                                              std::int64_t cost) {
         const auto age = [&](const Run& r) { return detail::satSub(now, r.time); };
         std::size_t first = 0;
         while (first < runs.size() && age(runs[first]) >= q.period) {

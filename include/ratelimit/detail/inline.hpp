@@ -1,5 +1,7 @@
 #pragma once
 
+#include <cassert>
+
 // The memory storage's rare paths (inserting a key, spilling, sweeping, the contended lock) are
 // kept out of line and marked cold, so the hot path the compiler inlines stays small: quick to
 // run and quick to compile.
@@ -26,4 +28,14 @@
 #    define RATELIMIT_NOINLINE [[gnu::noinline]]
 #else
 #    define RATELIMIT_NOINLINE
+#endif
+
+// Tells the compiler a condition the caller has already made sure of, so that the code after it
+// folds the tests it makes redundant. Undefined if the condition is false: a debug build checks it.
+#if !defined(NDEBUG)
+#    define RATELIMIT_ASSUME(condition) assert(condition)
+#elif defined(__GNUC__) || defined(__clang__)
+#    define RATELIMIT_ASSUME(condition) ((condition) ? void(0) : __builtin_unreachable())
+#else
+#    define RATELIMIT_ASSUME(condition) void(0)
 #endif

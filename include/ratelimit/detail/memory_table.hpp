@@ -963,7 +963,7 @@ private:
             // Returned as it is built: copied into a `Decision` declared here, the step's
             // 48 bytes stalled the call on a store-forwarding miss (15 % of a hot key's time).
             const SlotMetaGuard guard(*s.meta, kAdoptLock);
-            return stepHeld(s.slot->state, r);
+            return stepHeldHot(s.slot->state, r);
         }
         return place(segment, k, r, seen);
     }
@@ -978,8 +978,33 @@ private:
         return d;
     }
 
+    /// The step of a held slot on the hot path. Where the model's step inlines (every model but
+    /// the sliding log, whose runs step in a call of their own), the step runs in one call out
+    /// of line, so the caller keeps the lookup inlined, and a consuming call, the common one,
+    /// has a copy of its own in which the request's tests of its mode (`writes`, `acts`) fold.
+    RATELIMIT_INLINE Decision stepHeldHot(SlotState& state, const Request& r) {
+        if constexpr (std::is_trivially_copyable_v<typename M::State>) {
+            return r.mode == StepMode::kConsume ? stepHeldOutOfLine<true>(state, r)
+                                                : stepHeldOutOfLine<false>(state, r);
+        } else {
+            return stepHeld(state, r);
+        }
+    }
+
+    /// `stepHeldInline` in a call, for consuming calls alone where `Consuming`.
+    template <bool Consuming>
+    RATELIMIT_NOINLINE Decision stepHeldOutOfLine(SlotState& state, const Request& r) {
+        if constexpr (Consuming) {
+            RATELIMIT_ASSUME(r.mode == StepMode::kConsume);
+        }
+        return stepHeldInline(state, r);
+    }
+
+    /// `stepHeldInline`, inlined where the compiler chooses.
+    Decision stepHeld(SlotState& state, const Request& r) { return stepHeldInline(state, r); }
+
     /// Steps the state of a slot whose lock the caller holds.
-    Decision stepHeld(SlotState& state, const Request& r) {
+    RATELIMIT_INLINE Decision stepHeldInline(SlotState& state, const Request& r) {
         if constexpr (kPairs) {
             WordPair seen = loadWords(state);
             for (;;) {
@@ -998,8 +1023,7 @@ private:
         }
     }
 
-    /// `stepHeld` out of line, for the cold paths (the hot path alone inlines it, which keeps
-    /// the code and the time to compile it small), and resets.
+    /// `stepHeld` out of line, for the cold paths, and resets.
     RATELIMIT_COLD Decision runCold(SlotState& state, const Request& r) {
         if (r.action == Action::kReset) {
             resetHeld(state);
