@@ -22,8 +22,10 @@
 #    define RATELIMIT_INLINE inline
 #endif
 
-// A path taken too often to be cold (a late call under contention), kept out of line so that
-// the inlined path the compiler builds knows it was not taken.
+// A path kept out of line: one taken too often to be cold (a late call under contention), so
+// that the inlined path the compiler builds knows it was not taken; or a hot step kept in a call
+// of its own, so that its caller stays small and the step's shape does not move with the
+// inlining budget of the code around it.
 #if defined(__GNUC__) || defined(__clang__)
 #    define RATELIMIT_NOINLINE [[gnu::noinline]]
 #else
@@ -31,7 +33,8 @@
 #endif
 
 // Tells the compiler a condition the caller has already made sure of, so that the code after it
-// folds the tests it makes redundant. Undefined if the condition is false: a debug build checks it.
+// folds the tests it makes redundant. Undefined if the condition is false: a build without
+// NDEBUG checks it. The condition must have no side effects (one build may not evaluate it).
 #if !defined(NDEBUG)
 #    define RATELIMIT_ASSUME(condition) assert(condition)
 #elif defined(__GNUC__) || defined(__clang__)

@@ -978,12 +978,19 @@ private:
         return d;
     }
 
-    /// The step of a held slot on the hot path. Where the model's step inlines (every model but
-    /// the sliding log, whose runs step in a call of their own), the step runs in one call out
-    /// of line, so the caller keeps the lookup inlined, and a consuming call, the common one,
-    /// has a copy of its own in which the request's tests of its mode (`writes`, `acts`) fold.
+    /// Whether a locked step on the hot path runs in a call of its own (`stepHeldOutOfLine`):
+    /// where the state is plain and locked (the windows, and sets, penalties and tiers of them).
+    /// Not the sliding log's, whose model step (`stepAt`) is already a call, so its table step
+    /// stays inline; not a bucket's, whose locked step is the fallback of the unlocked one and
+    /// reads the mode again after its atomic load of the words (GCC built both copies alike).
+    static constexpr bool kHeldStepCall =
+        std::is_trivially_copyable_v<typename M::State> && !kPairs;
+
+    /// The step of a held slot on the hot path. Where `kHeldStepCall`, the caller keeps the
+    /// key's lookup inlined, and a consuming call, the common one, runs its own copy of the
+    /// step, in which the request's tests of its mode (`writes`, `acts`) fold.
     RATELIMIT_INLINE Decision stepHeldHot(SlotState& state, const Request& r) {
-        if constexpr (std::is_trivially_copyable_v<typename M::State>) {
+        if constexpr (kHeldStepCall) {
             return r.mode == StepMode::kConsume ? stepHeldOutOfLine<true>(state, r)
                                                 : stepHeldOutOfLine<false>(state, r);
         } else {
@@ -991,7 +998,8 @@ private:
         }
     }
 
-    /// `stepHeldInline` in a call, for consuming calls alone where `Consuming`.
+    /// `stepHeldInline` in a call; where `Consuming`, the caller has just tested that the call
+    /// consumes, and telling the compiler so lets `writes()` and `acts()` fold.
     template <bool Consuming>
     RATELIMIT_NOINLINE Decision stepHeldOutOfLine(SlotState& state, const Request& r) {
         if constexpr (Consuming) {
@@ -1000,7 +1008,9 @@ private:
         return stepHeldInline(state, r);
     }
 
-    /// `stepHeldInline`, inlined where the compiler chooses.
+    /// `stepHeldInline`, inlined where the compiler chooses: on the cold paths (`runCold`), and
+    /// on the sliding log's and the buckets' hot paths, in the shapes GCC gives them that were
+    /// measured (bench/README.md, "a consuming step of its own").
     Decision stepHeld(SlotState& state, const Request& r) { return stepHeldInline(state, r); }
 
     /// Steps the state of a slot whose lock the caller holds.
