@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 #include <utility>
 
@@ -85,12 +86,14 @@ public:
     /// Drops the last element (the vector is not empty).
     void popBack() noexcept { --size_; }
 
-    /// Drops the first `n` elements (n <= size()), keeping the rest in order.
+    /// Drops the first `n` elements (n <= size()), keeping the rest in order. One `memmove`:
+    /// a full sliding log moves all its runs down on every new one, and the C library's copy,
+    /// chosen for the CPU it runs on, moves wider words than a loop built for any x86-64.
     void eraseFront(std::size_t n) noexcept {
-        for (std::size_t i = n; i < size_; ++i) {
-            data_[i - n] = data_[i];
+        if (n != 0) {
+            std::memmove(data_, data_ + n, (size_ - n) * sizeof(T));
+            size_ -= static_cast<std::uint32_t>(n);
         }
-        size_ -= static_cast<std::uint32_t>(n);
     }
 
 private:
