@@ -979,10 +979,12 @@ private:
     }
 
     /// Whether a locked step on the hot path runs in a call of its own (`stepHeldOutOfLine`):
-    /// where the state is plain and locked (the windows, and sets, penalties and tiers of them).
-    /// Not the sliding log's, whose model step (`stepAt`) is already a call, so its table step
-    /// stays inline; not a bucket's, whose locked step is the fallback of the unlocked one and
-    /// reads the mode again after its atomic load of the words (GCC built both copies alike).
+    /// where the state is plain and locked. That is the windows', and that of every limit set,
+    /// penalty or tier, whatever its members (a set's bucket is a plain member, not a word
+    /// pair). Not the sliding log's, whose model step (`stepAt`) is already a call, so its table
+    /// step stays inline; not a lone bucket's, whose locked step is the fallback of the unlocked
+    /// one and reads the mode again after its atomic load of the words (GCC built both copies
+    /// alike).
     static constexpr bool kHeldStepCall =
         std::is_trivially_copyable_v<typename M::State> && !kPairs;
 
@@ -1009,8 +1011,9 @@ private:
     }
 
     /// `stepHeldInline`, inlined where the compiler chooses: on the cold paths (`runCold`), and
-    /// on the sliding log's and the buckets' hot paths, in the shapes GCC gives them that were
-    /// measured (bench/README.md, "a consuming step of its own").
+    /// on the sliding log's and the lone buckets' hot paths, in the shape GCC gives them (the
+    /// sliding log's measured in bench/README.md, "a consuming step of its own"; a lone
+    /// bucket's hot path is the unlocked step).
     Decision stepHeld(SlotState& state, const Request& r) { return stepHeldInline(state, r); }
 
     /// Steps the state of a slot whose lock the caller holds.
