@@ -313,6 +313,26 @@ TEST_CASE("CompactVector: eraseFront drops a prefix and keeps the rest", "[compa
     CHECK(v.capacity() == 8);
 }
 
+TEST_CASE("CompactVector: eraseFront of nothing, and of a full log's oldest", "[compact_vector]") {
+    Pairs empty;
+    empty.eraseFront(0);
+    CHECK(empty.empty());
+    CHECK(empty.capacity() == 0);
+
+    // A full sliding log's move: the rest overlaps where it goes.
+    Pairs v;
+    for (std::int64_t i = 0; i < 65; ++i) {
+        v.append(Pair{i, -i});
+    }
+    v.eraseFront(1);
+    REQUIRE(v.size() == 64);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+        const auto expected = static_cast<std::int64_t>(i) + 1;
+        CHECK(v[i].a == expected);
+        CHECK(v[i].b == -expected);
+    }
+}
+
 TEST_CASE("CompactVector: copies are deep, moves leave the source empty", "[compact_vector]") {
     Pairs v;
     for (std::int64_t i = 1; i <= 5; ++i) {

@@ -979,12 +979,13 @@ private:
     }
 
     /// Whether a locked step on the hot path runs in a call of its own (`stepHeldOutOfLine`):
-    /// where the state is plain and locked. That is the windows', and that of every limit set,
-    /// penalty or tier, whatever its members (a set's bucket is a plain member, not a word
-    /// pair). Not the sliding log's, whose model step (`stepAt`) is already a call, so its table
-    /// step stays inline; not a lone bucket's, whose locked step is the fallback of the unlocked
-    /// one and reads the mode again after its atomic load of the words (GCC built both copies
-    /// alike).
+    /// where the state is plain (trivially copyable) and locked. That is the windows', and that
+    /// of every limit set, penalty or tier without a sliding log among its members (a set's
+    /// bucket is a plain member, not a word pair). Not the sliding log's, whose runs are not
+    /// plain and whose model step (`stepAt`) is already a call, so its table step stays inline;
+    /// not a lone bucket's, whose locked step is the fallback of the unlocked one where the
+    /// table swaps (`swaps_`), and reads the mode again after its atomic load of the words (GCC
+    /// built both copies alike).
     static constexpr bool kHeldStepCall =
         std::is_trivially_copyable_v<typename M::State> && !kPairs;
 
@@ -1011,9 +1012,10 @@ private:
     }
 
     /// `stepHeldInline`, inlined where the compiler chooses: on the cold paths (`runCold`), and
-    /// on the sliding log's and the lone buckets' hot paths, in the shape GCC gives them (the
-    /// sliding log's measured in bench/README.md, "a consuming step of its own"; a lone
-    /// bucket's hot path is the unlocked step).
+    /// on the hot paths of the sliding log (and of sets, penalties and tiers with one) and of
+    /// the lone buckets, in the shape GCC gives them. The sliding log's was measured
+    /// (bench/README.md, "a consuming step of its own"); a lone bucket's hot path is the
+    /// unlocked step where the table swaps.
     Decision stepHeld(SlotState& state, const Request& r) { return stepHeldInline(state, r); }
 
     /// Steps the state of a slot whose lock the caller holds.
