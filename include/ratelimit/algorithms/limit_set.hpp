@@ -160,15 +160,18 @@ requires(sizeof...(Ms) >= 2 && (std::is_same_v<QuotaOf<Ms>, Quota> && ...)) stru
 
     RATELIMIT_INLINE static Decision step(State& state, const QuotaType& q, Tick now,
                                           std::int64_t cost) {
-        Decisions each;
-        return stepAll(state, q, now, cost, each, Indices{});
+        const State before = state;
+        Decisions each = stepMembers(state, q, now, cost, Indices{});
+        return settle(state, before, q, now, each, Indices{});
     }
 
     /// Steps every member at `now`; keeps the members' writes only if all admit (or, for a
     /// refusing member alone, its rebase). Fills `each` with the members' decisions.
     RATELIMIT_INLINE static Decision step(State& state, const QuotaType& q, Tick now,
                                           std::int64_t cost, Decisions& each) {
-        return stepAll(state, q, now, cost, each, Indices{});
+        const State before = state;
+        each = stepMembers(state, q, now, cost, Indices{});
+        return settle(state, before, q, now, each, Indices{});
     }
 
     /// Gives back up to `cost` to every member (`RefundableModel`).
@@ -196,7 +199,7 @@ requires(sizeof...(Ms) >= 2 && (std::is_same_v<QuotaOf<Ms>, Quota> && ...)) stru
     /// binding member's among the enforced ones. A dry-run member's refusal is reported in
     /// `each` as admitted and `wouldRefuse`, and marks an admitted set's decision
     /// `wouldRefuse`. The one home of the set's rule.
-    static Decision bind(Decisions& each, const QuotaType& q) noexcept {
+    RATELIMIT_INLINE static Decision bind(Decisions& each, const QuotaType& q) noexcept {
         Decision d = bindAll(each, q.dryRunMembers, Indices{});
         if (q.dryRunMembers != 0) [[unlikely]] {
             markDryRun(d, each, q.dryRunMembers);
@@ -248,20 +251,28 @@ requires(sizeof...(Ms) >= 2 && (std::is_same_v<QuotaOf<Ms>, Quota> && ...)) stru
 private:
     using Indices = std::make_index_sequence<kSize>;
 
-    // The step, unrolled over the members with constant indices, so that the decisions stay
-    // in registers: a decision stored whole and read back at a computed index stalled the
-    // step on store-forwarding misses (about a third of its time).
+    /// Every member's step, each on its own state, unrolled over the members with constant
+    /// indices so that the decisions stay in registers: a decision stored whole and read back at
+    /// a computed index stalled the step on store-forwarding misses (about a third of its time).
+    /// The decisions are built in place, where an array declared first was zeroed first,
+    /// padding and all, by a `rep stos` on every call.
     template <std::size_t... I>
-    RATELIMIT_INLINE static Decision stepAll(State& state, const QuotaType& q, Tick now,
-                                             std::int64_t cost, Decisions& each,
-                                             std::index_sequence<I...> members) {
-        const State before = state;
-        ((each[I] = Member<I>::step(detail::member<I>(state.members), q.members[I], now, cost)),
-         ...);
+    RATELIMIT_INLINE static Decisions stepMembers(State& state, const QuotaType& q, Tick now,
+                                                  std::int64_t cost,
+                                                  std::index_sequence<I...> /*members*/) {
+        return Decisions{
+            Member<I>::step(detail::member<I>(state.members), q.members[I], now, cost)...};
+    }
+
+    /// After the members' steps: undoes the admissions if an enforced member refused, and
+    /// returns the binding member's decision.
+    template <std::size_t... I>
+    RATELIMIT_INLINE static Decision settle(State& state, const State& before, const QuotaType& q,
+                                            Tick now, Decisions& each,
+                                            std::index_sequence<I...> /*members*/) {
         if (!((each[I].allowed || dryRun<I>(q.dryRunMembers)) && ...)) [[unlikely]] {
             (undoAdmission<I>(state, before, q, now, each), ...);
         }
-        (void)members;
         return bind(each, q);
     }
 
@@ -271,7 +282,8 @@ private:
     }
 
     /// A dry-run member's refusal admits (`wouldRefuse`), and so marks an admitted set.
-    static void markDryRun(Decision& d, Decisions& each, std::uint64_t mask) noexcept {
+    RATELIMIT_COLD static void markDryRun(Decision& d, Decisions& each,
+                                          std::uint64_t mask) noexcept {
         for (std::size_t i = 0; i < kSize; ++i) {
             if (((mask >> i) & 1U) != 0 && !each[i].allowed) {
                 each[i].allowed = true;
