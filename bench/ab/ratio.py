@@ -16,12 +16,22 @@ import statistics
 import sys
 
 
+def row_times(path):
+    """One process's rows: each row's CPU time, the median of its repetitions (`-a
+    --benchmark_repetitions=N`; the aggregates are left out)."""
+    times = collections.defaultdict(list)
+    for row in json.load(open(path))["benchmarks"]:
+        if row.get("run_type") != "aggregate":
+            times[row["name"]].append(row["cpu_time"])
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
 def load(directory, index):
     times = collections.defaultdict(dict)
     for path in glob.glob(os.path.join(directory, f"{index}.*.json")):
         round_number = int(path.split(".")[-2])
-        for row in json.load(open(path))["benchmarks"]:
-            times[row["name"]][round_number] = row["cpu_time"]
+        for name, time in row_times(path).items():
+            times[name][round_number] = time
     return times
 
 

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Times ratelimit_bench builds against one another (bench/README.md, "Comparing builds").
 #
-#   bench/ab/run.sh [-r ROUNDS] [-f FILTER] [-o DIR] BASE OTHER...
+#   bench/ab/run.sh [-r ROUNDS] [-f FILTER] [-a ARG]... [-o DIR] BASE [OTHER...]
 #
 # BASE and OTHER are ratelimit_bench binaries (build each revision with the ci-release preset
 # and copy its bench/ratelimit_bench aside). Every round runs each binary once, the filter's
-# rows in one process at --benchmark_min_time=0.3; bench/ab/ratio.py then prints, per row and
-# binary, the median of the per-round CPU-time ratios to BASE with a bootstrap 90 % interval.
+# rows in one process at --benchmark_min_time=0.3, with each -a ARG added to its arguments;
+# bench/ab/ratio.py then prints, per row and binary, the median of the per-round CPU-time
+# ratios to BASE with a bootstrap 90 % interval. With BASE alone, the rounds are processes
+# whose rows bench/ab/within.py compares with one another (what a limit set costs).
 #
 # - The order of the binaries rotates every round, and reverses every cycle of rotations, so
 #   each binary runs before each other one as often as after it: in a fixed order the first
@@ -25,16 +27,18 @@ usage() {
 ROUNDS=15
 FILTER='BM_(TokenBucket|LeakyBucket|FixedWindow|SlidingCounter|SlidingLog)_Memory(_GivenNow)?/keys:1/denied:(0|1)/cost:1/real_time/threads:1$'
 OUT=""
-while getopts "r:f:o:" opt; do
+EXTRA=()
+while getopts "r:f:a:o:" opt; do
     case "$opt" in
         r) ROUNDS=$OPTARG ;;
         f) FILTER=$OPTARG ;;
+        a) EXTRA+=("$OPTARG") ;;
         o) OUT=$OPTARG ;;
         *) usage ;;
     esac
 done
 shift $((OPTIND - 1))
-if (($# < 2)) || ! [[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]]; then
+if (($# < 1)) || ! [[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]]; then
     usage
 fi
 BINS=()
@@ -72,7 +76,8 @@ for ((r = 0; r < ROUNDS; ++r)); do
         fi
         if ! HEAP_SHIFT=$shift_bytes LD_PRELOAD="$OUT/heap_shift.so" ${PIN[@]+"${PIN[@]}"} \
             "${BINS[$k]}" --benchmark_filter="$FILTER" --benchmark_min_time=0.3 \
-            --benchmark_format=json >"$OUT/$k.$r.json" 2>"$OUT/$k.$r.err"; then
+            ${EXTRA[@]+"${EXTRA[@]}"} --benchmark_format=json \
+            >"$OUT/$k.$r.json" 2>"$OUT/$k.$r.err"; then
             echo "bench/ab/run.sh: ${BINS[$k]} failed; see $OUT/$k.$r.err" >&2
             exit 1
         fi
@@ -80,4 +85,6 @@ for ((r = 0; r < ROUNDS; ++r)); do
     echo "round $((r + 1)) of $ROUNDS (heap shift $shift_bytes bytes)" >&2
 done
 echo "results in $OUT" >&2
-python3 "$HERE/ratio.py" "$OUT" "$@"
+if ((n > 1)); then
+    python3 "$HERE/ratio.py" "$OUT" "$@"
+fi
