@@ -23,6 +23,8 @@ def row_times(path):
     for row in json.load(open(path))["benchmarks"]:
         if row.get("run_type") != "aggregate":
             times[row["name"]].append(row["cpu_time"])
+    if not times:
+        sys.exit(f"{path}: no repetitions, only aggregates (drop *_aggregates_only from -a)")
     return {name: statistics.median(t) for name, t in times.items()}
 
 

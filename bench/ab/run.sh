@@ -5,14 +5,15 @@
 #
 # BASE and OTHER are ratelimit_bench binaries (build each revision with the ci-release preset
 # and copy its bench/ratelimit_bench aside). Every round runs each binary once, the filter's
-# rows in one process at --benchmark_min_time=0.3, with each -a ARG added to its arguments;
-# bench/ab/ratio.py then prints, per row and binary, the median of the per-round CPU-time
-# ratios to BASE with a bootstrap 90 % interval. With BASE alone, the rounds are processes
-# whose rows bench/ab/within.py compares with one another (what a limit set costs).
+# rows in one process at --benchmark_min_time=0.3, with each -a ARG added after (so it may
+# override it); bench/ab/ratio.py then prints, per row and binary, the median of the per-round
+# CPU-time ratios to BASE with a bootstrap 90 % interval. With BASE alone, the rounds are
+# processes whose rows bench/ab/within.py compares with one another (what a limit set costs).
 #
 # - The order of the binaries rotates every round, and reverses every cycle of rotations, so
 #   each binary runs before each other one as often as after it: in a fixed order the first
-#   binary read 1-2 % faster. ROUNDS is rounded up to a multiple of twice the binaries' count.
+#   binary read 1-2 % faster. ROUNDS is rounded up to a multiple of twice the binaries' count
+#   (where there are two or more).
 # - Each round runs all binaries with the heap shifted by one random number of bytes
 #   (heap_shift.c), drawn anew each round: in rotated runs without it, one row of the same two
 #   builds read from 0.94 to 1.04 of its base, by what else ran in the process.
@@ -50,7 +51,7 @@ for b in "$@"; do
     BINS+=("$(realpath "$b")")
 done
 n=${#BINS[@]}
-cycle=$((2 * n))
+cycle=$((n > 1 ? 2 * n : 1))
 ROUNDS=$((ROUNDS + (cycle - ROUNDS % cycle) % cycle))
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -87,4 +88,6 @@ done
 echo "results in $OUT" >&2
 if ((n > 1)); then
     python3 "$HERE/ratio.py" "$OUT" "$@"
+else
+    echo "compare its rows with: bench/ab/within.py $OUT" >&2
 fi

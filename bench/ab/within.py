@@ -6,6 +6,8 @@ processes' heaps or two minutes of a noisy host (bench/README.md, "Comparing bui
 
     bench/ab/within.py DIR [-i INDEX] [NUMERATOR:DENOMINATOR]...
 
+INDEX picks a build of a run of several (0, the first named, by default).
+
 A pair names row families: NUMERATOR's row `BM_<NUMERATOR>_<rest>` is divided by
 `BM_<DENOMINATOR>_<rest>`, for every `<rest>` (keys, denied, threads) the run holds.
 DENOMINATOR may be `A|B`: the dearer of the two in that process. Without pairs, what issue 15
@@ -17,6 +19,7 @@ import collections
 import glob
 import os
 import statistics
+import sys
 
 from ratio import interval, row_times
 
@@ -55,12 +58,21 @@ def main():
     parser.add_argument("pairs", nargs="*", default=ISSUE_15_PAIRS)
     args = parser.parse_args()
     runs = list(processes(args.directory, args.index))
+    if not runs:
+        parser.error(f"no {args.index}.*.json in {args.directory}")
     for pair in args.pairs:
-        numerator, denominator = pair.split(":")
-        for rest, values in sorted(ratios(runs, numerator, denominator.split("|")).items()):
+        numerator, colon, denominator = pair.partition(":")
+        if not colon or not numerator or not denominator or ":" in denominator:
+            parser.error(f"a pair is NUMERATOR:DENOMINATOR, not {pair!r}")
+        found = ratios(runs, numerator, denominator.split("|"))
+        if not found:
+            print(f"within.py: no rows for {pair} (the run's filter left them out?)",
+                  file=sys.stderr)
+        names = denominator.split("|")
+        over = f"max({', '.join(names)})" if len(names) > 1 else denominator
+        for rest, values in sorted(found.items()):
             low, high = interval(values)
             label = rest.replace("/real_time/threads:1", "")
-            over = f"max({', '.join(denominator.split('|'))})" if "|" in denominator else denominator
             print(f"{statistics.median(values):.3f} ({low:.3f}-{high:.3f}) n={len(values)} "
                   f"{numerator} / {over} {label}")
 

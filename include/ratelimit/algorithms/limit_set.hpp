@@ -254,8 +254,8 @@ private:
     /// Every member's step, each on its own state, unrolled over the members with constant
     /// indices so that the decisions stay in registers: a decision stored whole and read back at
     /// a computed index stalled the step on store-forwarding misses (about a third of its time).
-    /// The decisions are built in place, where an array declared first was zeroed first,
-    /// padding and all, by a `rep stos` on every call.
+    /// The decisions are returned as the array's initialisers: an array declared first and then
+    /// assigned was zeroed on every call, padding and all (a 96-byte `rep stos` for two members).
     template <std::size_t... I>
     RATELIMIT_INLINE static Decisions stepMembers(State& state, const QuotaType& q, Tick now,
                                                   std::int64_t cost,
@@ -265,7 +265,8 @@ private:
     }
 
     /// After the members' steps: undoes the admissions if an enforced member refused, and
-    /// returns the binding member's decision.
+    /// returns the binding member's decision. The members step the state itself and are undone
+    /// afterwards, so the common call, in which every member admits, keeps what they wrote.
     template <std::size_t... I>
     RATELIMIT_INLINE static Decision settle(State& state, const State& before, const QuotaType& q,
                                             Tick now, Decisions& each,
@@ -281,7 +282,9 @@ private:
         return ((mask >> I) & 1U) != 0;
     }
 
-    /// A dry-run member's refusal admits (`wouldRefuse`), and so marks an admitted set.
+    /// A dry-run member's refusal admits (`wouldRefuse`), and so marks an admitted set. Cold:
+    /// members are in dry-run while a new limit is watched, and the inlined binding of every
+    /// other set stays small.
     RATELIMIT_COLD static void markDryRun(Decision& d, Decisions& each,
                                           std::uint64_t mask) noexcept {
         for (std::size_t i = 0; i < kSize; ++i) {

@@ -2,9 +2,9 @@
 
 #include <cassert>
 
-// The memory storage's rare paths (inserting a key, spilling, sweeping, the contended lock) are
-// kept out of line and marked cold, so the hot path the compiler inlines stays small: quick to
-// run and quick to compile.
+// The rare paths (the memory storage's inserting a key, spilling, sweeping and contended lock;
+// a limit set's dry-run members) are kept out of line and marked cold, so the hot path the
+// compiler inlines stays small: quick to run and quick to compile.
 #if defined(__GNUC__) || defined(__clang__)
 #    define RATELIMIT_COLD [[gnu::cold, gnu::noinline]]
 #else
