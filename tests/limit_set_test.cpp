@@ -91,6 +91,9 @@ TEMPLATE_LIST_TEST_CASE(
         ManualClock clock;
         clock.set(std::chrono::nanoseconds{uniform(rng, 0, std::int64_t{1} << 50)});
         MemoryLimiter<Set> set(limits, MemoryStorage{}, clock);
+        // The same set asked without its members' decisions: the step every plain call takes,
+        // which binds on its own path (`LimitSetModel::settleEnforced`).
+        MemoryLimiter<Set> plain(limits, MemoryStorage{}, clock);
         auto references = References<Set>::make(limits, clock);
         const std::int64_t capacity = Set::capacity(limits);
         for (int step = 0; step < 300; ++step) {
@@ -103,6 +106,7 @@ TEMPLATE_LIST_TEST_CASE(
                 const Decision d = set.refund("key", cost, each);
                 INFO("round " << round << " step " << step << " refund " << cost);
                 REQUIRE(d.allowed);
+                REQUIRE(plain.refund("key", cost) == d);
                 Set::forEach([&]<std::size_t I>() {
                     REQUIRE(describe(each[I]) ==
                             describe(std::get<I>(references).refund("key", cost)));
@@ -119,6 +123,7 @@ TEMPLATE_LIST_TEST_CASE(
             const Decision d = set.tryAcquire("key", cost, each);
             INFO("round " << round << " step " << step << " cost " << cost << ": " << describe(d));
             REQUIRE(d.allowed == all);
+            REQUIRE(plain.tryAcquire("key", cost) == d);
             Set::forEach([&]<std::size_t I>() {
                 INFO("member " << I);
                 if (all) {
@@ -321,6 +326,9 @@ TEST_CASE("LimitSet: a member in dry-run reports its refusals but never refuses 
     options.dryRunMembers = 0b10;
     MemoryLimiter<Set> watched({Limit::perMinute(30).withBurst(10), Limit::perDay(12)},
                                MemoryStorage{}, clock, options);
+    // Asked without the members' decisions, the set takes its dry-run path all the same.
+    MemoryLimiter<Set> plain({Limit::perMinute(30).withBurst(10), Limit::perDay(12)},
+                             MemoryStorage{}, clock, options);
     MemoryLimiter<TokenBucketModel> bucket(Limit::perMinute(30).withBurst(10), MemoryStorage{},
                                            clock);
     MemoryLimiter<FixedWindowModel> day(Limit::perDay(12), MemoryStorage{}, clock);
@@ -331,6 +339,7 @@ TEST_CASE("LimitSet: a member in dry-run reports its refusals but never refuses 
         const Decision w = watched.tryAcquire("k", 1, each);
         const Decision b = bucket.tryAcquire("k");
         INFO("call " << i << ": " << describe(w));
+        REQUIRE(plain.tryAcquire("k") == w);
         REQUIRE(w.allowed == b.allowed);
         REQUIRE(w.policy == 0);  // the enforced member binds, always
         REQUIRE(w.remaining == b.remaining);

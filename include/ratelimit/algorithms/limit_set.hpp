@@ -158,15 +158,17 @@ requires(sizeof...(Ms) >= 2 && (std::is_same_v<QuotaOf<Ms>, Quota> && ...)) stru
         return smallest;
     }
 
+    /// Steps every member at `now`; keeps the members' writes only if all admit (or, for a
+    /// refusing member alone, its rebase).
     RATELIMIT_INLINE static Decision step(State& state, const QuotaType& q, Tick now,
                                           std::int64_t cost) {
-        const State before = state;
-        Decisions each = stepMembers(state, q, now, cost, Indices{});
-        return settle(state, before, q, now, each, Indices{});
+        if (q.dryRunMembers != 0) [[unlikely]] {
+            return stepWatched(state, q, now, cost);
+        }
+        return stepEnforced(state, q, now, cost, Indices{});
     }
 
-    /// Steps every member at `now`; keeps the members' writes only if all admit (or, for a
-    /// refusing member alone, its rebase). Fills `each` with the members' decisions.
+    /// `step`, filling `each` with the members' decisions.
     RATELIMIT_INLINE static Decision step(State& state, const QuotaType& q, Tick now,
                                           std::int64_t cost, Decisions& each) {
         const State before = state;
@@ -277,6 +279,33 @@ private:
         return bind(each, q);
     }
 
+    /// `step` where every member is enforced and the caller wants no member's decision, which
+    /// then never leave it (see `bindAll`). A call of its own, whose one return is the binding
+    /// decision, so GCC builds that decision in place: inlined in a table's step beside the
+    /// step's other returns, it was built on the stack and copied out, a store-forwarding
+    /// stall on every call (bench/README.md, "the set's decision in place").
+    template <std::size_t... I>
+    RATELIMIT_NOINLINE static Decision stepEnforced(State& state, const QuotaType& q, Tick now,
+                                                    std::int64_t cost,
+                                                    std::index_sequence<I...> /*members*/) {
+        const State before = state;
+        Decisions each = stepMembers(state, q, now, cost, Indices{});
+        if (!(each[I].allowed && ...)) [[unlikely]] {
+            (undoAdmission<I>(state, before, q, now, each), ...);
+        }
+        return bindAll(each, 0, Indices{});
+    }
+
+    /// `step` of a set with members in dry-run, out of the hot path's way.
+    RATELIMIT_COLD static Decision stepWatched(State& state, const QuotaType& q, Tick now,
+                                               std::int64_t cost) {
+        Decisions each;
+        return step(state, q, now, cost, each);
+    }
+
+    /// No binding member yet (`bindAll`): one past the last.
+    static constexpr auto kNone = static_cast<std::uint32_t>(kSize);
+
     template <std::size_t I>
     static constexpr bool dryRun(std::uint64_t mask) noexcept {
         return ((mask >> I) & 1U) != 0;
@@ -309,29 +338,50 @@ private:
     }
 
     /// The binding member among those not in `dryRunMask` (the first enforced member, then
-    /// any that binds more tightly).
+    /// any that binds more tightly; the last member if all are in dry-run). The decisions are
+    /// read field by field at constant indices and the result is built the same way, so that
+    /// they stay in registers: copied whole, a decision was stored field by field and read
+    /// back as 16-byte words, and each such read stalled on store forwarding.
     template <std::size_t... I>
     RATELIMIT_INLINE static Decision bindAll(const Decisions& each, std::uint64_t dryRunMask,
                                              std::index_sequence<I...> /*members*/) noexcept {
-        std::uint32_t binding = 0;
-        while (((dryRunMask >> binding) & 1U) != 0 && binding + 1 < kSize) {
-            ++binding;
-        }
-        Decision best = each[binding];
+        std::uint32_t binding = kNone;
+        Decision best;  // the binding member's fields that `detail::bindsTighter` compares
         (consider<I>(each, dryRunMask, best, binding), ...);
-        best.policy = binding;
-        return best;
+        binding = binding == kNone ? kNone - 1 : binding;
+        Decision d;
+        d.allowed = field<&Decision::allowed>(each, binding, Indices{});
+        d.limit = field<&Decision::limit>(each, binding, Indices{});
+        d.remaining = field<&Decision::remaining>(each, binding, Indices{});
+        d.retryAfter = field<&Decision::retryAfter>(each, binding, Indices{});
+        d.resetAfter = field<&Decision::resetAfter>(each, binding, Indices{});
+        d.degraded = field<&Decision::degraded>(each, binding, Indices{});
+        d.wouldRefuse = field<&Decision::wouldRefuse>(each, binding, Indices{});
+        d.penaltyStarted = field<&Decision::penaltyStarted>(each, binding, Indices{});
+        d.policy = binding;
+        return d;
     }
 
-    /// Member `I`, enforced, binds instead of `best` if it binds more tightly
-    /// (`detail::bindsTighter`).
+    /// Member `I`, enforced, binds instead of `best` if it is the first enforced one or binds
+    /// more tightly (`detail::bindsTighter`); `best` takes the fields that rule compares.
     template <std::size_t I>
     RATELIMIT_INLINE static void consider(const Decisions& each, std::uint64_t dryRunMask,
                                           Decision& best, std::uint32_t& binding) noexcept {
-        if (I > binding && !dryRun<I>(dryRunMask) && detail::bindsTighter(each[I], best)) {
-            best = each[I];
-            binding = I;
+        if (!dryRun<I>(dryRunMask) && (binding == kNone || detail::bindsTighter(each[I], best))) {
+            best.allowed = each[I].allowed;
+            best.remaining = each[I].remaining;
+            best.retryAfter = each[I].retryAfter;
+            binding = static_cast<std::uint32_t>(I);
         }
+    }
+
+    /// Member `i`'s `Field`, selected among constant indices.
+    template <auto Field, std::size_t... I>
+    RATELIMIT_INLINE static auto field(const Decisions& each, std::uint32_t i,
+                                       std::index_sequence<I...> /*members*/) noexcept {
+        auto value = each[0].*Field;
+        ((value = i == I ? each[I].*Field : value), ...);
+        return value;
     }
 
 public:

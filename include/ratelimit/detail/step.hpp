@@ -112,19 +112,28 @@ RATELIMIT_INLINE Tick answerLate(const typename M::State& state, const Q& q, Tic
     return 0;
 }
 
+/// `stepLate` of a model that reports more than its decision (`kReportsEach`): one named
+/// decision, made by either step. With one per step, GCC built the returned one on the stack
+/// and copied it out, a store-forwarding stall on every call.
+template <class M, class Q>
+RATELIMIT_INLINE Decision stepLateEach(typename M::State& state, const Q& q, Tick now,
+                                       std::int64_t cost, Tick late, EachOf<M>* each) {
+    Decision d =
+        each != nullptr ? M::step(state, q, now, cost, *each) : M::step(state, q, now, cost);
+    if (each != nullptr) {
+        forEachDecision(*each, [&](Decision& member) { shiftLate(member, late, q.nanosPerTick); });
+    }
+    shiftLate(d, late, q.nanosPerTick);
+    return d;
+}
+
 /// One model step at the time a call is answered at, its waits counted from the call's own
 /// time, `late` ticks before; a limit set's members' decisions go to `each` when it is given.
 template <class M, class Q>
 RATELIMIT_INLINE Decision stepLate(typename M::State& state, const Q& q, Tick now,
                                    std::int64_t cost, Tick late, EachOf<M>* each) {
     if constexpr (kReportsEach<M>) {
-        if (each != nullptr) {
-            Decision d = M::step(state, q, now, cost, *each);
-            forEachDecision(*each,
-                            [&](Decision& member) { shiftLate(member, late, q.nanosPerTick); });
-            shiftLate(d, late, q.nanosPerTick);
-            return d;
-        }
+        return stepLateEach<M>(state, q, now, cost, late, each);
     }
     Decision d = M::step(state, q, now, cost);
     shiftLate(d, late, q.nanosPerTick);
