@@ -92,7 +92,7 @@ TEMPLATE_LIST_TEST_CASE(
         clock.set(std::chrono::nanoseconds{uniform(rng, 0, std::int64_t{1} << 50)});
         MemoryLimiter<Set> set(limits, MemoryStorage{}, clock);
         // The same set asked without its members' decisions: the step every plain call takes,
-        // which binds on its own path (`LimitSetModel::settleEnforced`).
+        // which binds on its own path (`LimitSetModel::stepEnforced`).
         MemoryLimiter<Set> plain(limits, MemoryStorage{}, clock);
         auto references = References<Set>::make(limits, clock);
         const std::int64_t capacity = Set::capacity(limits);
@@ -151,6 +151,17 @@ TEMPLATE_LIST_TEST_CASE(
             REQUIRE(d.retryAfter == binding.retryAfter);
             REQUIRE(d.resetAfter == binding.resetAfter);
             REQUIRE(d.limit == binding.limit);
+            // Every field is the binding member's, and it is the first of the tightest.
+            Decision expected = binding;
+            expected.policy = d.policy;
+            REQUIRE(d == expected);
+            for (std::size_t j = 0; j < Set::kSize; ++j) {
+                if (j < d.policy) {
+                    REQUIRE(ratelimit::detail::bindsTighter(binding, each[j]));
+                } else if (j > d.policy) {
+                    REQUIRE_FALSE(ratelimit::detail::bindsTighter(each[j], binding));
+                }
+            }
             REQUIRE(describe(set.peek("key", 0)) == describe(set.peek("key", 0)));
         }
     }

@@ -56,7 +56,7 @@ def main():
     parser.add_argument("directory")
     parser.add_argument("-i", "--index", type=int, default=0)
     parser.add_argument("pairs", nargs="*", default=ISSUE_15_PAIRS)
-    args = parser.parse_args()
+    args = parser.parse_intermixed_args()  # -i may come between the positionals
     runs = list(processes(args.directory, args.index))
     if not runs:
         parser.error(f"no {args.index}.*.json in {args.directory}")

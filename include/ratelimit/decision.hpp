@@ -68,7 +68,8 @@ namespace detail {
 /// Whether `candidate` binds a client more tightly than `current`: a refusal over an admission,
 /// the longer wait between refusals, the less remaining between admissions; a tie keeps
 /// `current`. The one rule for a limit set's binding member and for the rate-limit fields'
-/// binding policy.
+/// binding policy. (A limit set keeps only the fields it reads of the binding member so far:
+/// `LimitSetModel::consider`.)
 [[gnu::always_inline]] constexpr bool bindsTighter(const Decision& candidate,
                                                    const Decision& current) noexcept {
     if (candidate.allowed != current.allowed) {

@@ -158,14 +158,14 @@ requires(sizeof...(Ms) >= 2 && (std::is_same_v<QuotaOf<Ms>, Quota> && ...)) stru
         return smallest;
     }
 
-    /// Steps every member at `now`; keeps the members' writes only if all admit (or, for a
-    /// refusing member alone, its rebase).
+    /// Steps every member at `now`; keeps the members' writes only if every enforced member
+    /// admits (or, for a refusing member alone, its rebase).
     RATELIMIT_INLINE static Decision step(State& state, const QuotaType& q, Tick now,
                                           std::int64_t cost) {
         if (q.dryRunMembers != 0) [[unlikely]] {
             return stepWatched(state, q, now, cost);
         }
-        return stepEnforced(state, q, now, cost, Indices{});
+        return stepEnforced(state, q, now, cost);
     }
 
     /// `step`, filling `each` with the members' decisions.
@@ -173,7 +173,7 @@ requires(sizeof...(Ms) >= 2 && (std::is_same_v<QuotaOf<Ms>, Quota> && ...)) stru
                                           std::int64_t cost, Decisions& each) {
         const State before = state;
         each = stepMembers(state, q, now, cost, Indices{});
-        return settle(state, before, q, now, each, Indices{});
+        return settle(state, before, q, now, each);
     }
 
     /// Gives back up to `cost` to every member (`RefundableModel`).
@@ -198,9 +198,9 @@ requires(sizeof...(Ms) >= 2 && (std::is_same_v<QuotaOf<Ms>, Quota> && ...)) stru
     static Decision bind(const Decisions& each) noexcept { return bindAll(each, 0, Indices{}); }
 
     /// The set's decision from its members' (`step`, and the Redis script's reply): the
-    /// binding member's among the enforced ones. A dry-run member's refusal is reported in
-    /// `each` as admitted and `wouldRefuse`, and marks an admitted set's decision
-    /// `wouldRefuse`. The one home of the set's rule.
+    /// binding member's among the enforced ones (`bindAll`). A dry-run member's refusal is
+    /// reported in `each` as admitted and `wouldRefuse`, and marks an admitted set's decision
+    /// `wouldRefuse`.
     RATELIMIT_INLINE static Decision bind(Decisions& each, const QuotaType& q) noexcept {
         Decision d = bindAll(each, q.dryRunMembers, Indices{});
         if (q.dryRunMembers != 0) [[unlikely]] {
@@ -267,32 +267,36 @@ private:
     }
 
     /// After the members' steps: undoes the admissions if an enforced member refused, and
-    /// returns the binding member's decision. The members step the state itself and are undone
-    /// afterwards, so the common call, in which every member admits, keeps what they wrote.
-    template <std::size_t... I>
+    /// returns the binding member's decision.
     RATELIMIT_INLINE static Decision settle(State& state, const State& before, const QuotaType& q,
-                                            Tick now, Decisions& each,
-                                            std::index_sequence<I...> /*members*/) {
-        if (!((each[I].allowed || dryRun<I>(q.dryRunMembers)) && ...)) [[unlikely]] {
-            (undoAdmission<I>(state, before, q, now, each), ...);
-        }
+                                            Tick now, Decisions& each) {
+        undoIfRefused(state, before, q, now, each, q.dryRunMembers, Indices{});
         return bind(each, q);
     }
 
-    /// `step` where every member is enforced and the caller wants no member's decision, which
-    /// then never leave it (see `bindAll`). A call of its own, whose one return is the binding
-    /// decision, so GCC builds that decision in place: inlined in a table's step beside the
-    /// step's other returns, it was built on the stack and copied out, a store-forwarding
-    /// stall on every call (bench/README.md, "the set's decision in place").
+    /// Undoes the members' admissions if a member not in `dryRunMask` refused. The members
+    /// step the state itself and are undone afterwards, so the common call, in which every
+    /// member admits, keeps what they wrote.
     template <std::size_t... I>
-    RATELIMIT_NOINLINE static Decision stepEnforced(State& state, const QuotaType& q, Tick now,
-                                                    std::int64_t cost,
-                                                    std::index_sequence<I...> /*members*/) {
-        const State before = state;
-        Decisions each = stepMembers(state, q, now, cost, Indices{});
-        if (!(each[I].allowed && ...)) [[unlikely]] {
+    RATELIMIT_INLINE static void undoIfRefused(State& state, const State& before,
+                                               const QuotaType& q, Tick now, Decisions& each,
+                                               std::uint64_t dryRunMask,
+                                               std::index_sequence<I...> /*members*/) {
+        if (!((each[I].allowed || dryRun<I>(dryRunMask)) && ...)) [[unlikely]] {
             (undoAdmission<I>(state, before, q, now, each), ...);
         }
+    }
+
+    /// `step` where every member is enforced and the caller asks for no member's decision, so
+    /// the members' decisions never leave it (see `bindAll`). A call of its own, whose one
+    /// return is the binding decision, so GCC builds that decision in place: inlined in a
+    /// table's step beside the step's other returns, it was built on the stack and copied out,
+    /// a store-forwarding stall on every call (bench/README.md, "the set's decision in place").
+    RATELIMIT_NOINLINE static Decision stepEnforced(State& state, const QuotaType& q, Tick now,
+                                                    std::int64_t cost) {
+        const State before = state;
+        Decisions each = stepMembers(state, q, now, cost, Indices{});
+        undoIfRefused(state, before, q, now, each, 0, Indices{});
         return bindAll(each, 0, Indices{});
     }
 
@@ -338,10 +342,11 @@ private:
     }
 
     /// The binding member among those not in `dryRunMask` (the first enforced member, then
-    /// any that binds more tightly; the last member if all are in dry-run). The decisions are
-    /// read field by field at constant indices and the result is built the same way, so that
-    /// they stay in registers: copied whole, a decision was stored field by field and read
-    /// back as 16-byte words, and each such read stalled on store forwarding.
+    /// any that binds more tightly; the last member if all are in dry-run): the one home of
+    /// the set's binding rule. The decisions are read field by field at constant indices and
+    /// the result is built the same way, so that they stay in registers: copied whole, a
+    /// decision was stored field by field and read back as 16-byte words, and each such read
+    /// stalled on store forwarding.
     template <std::size_t... I>
     RATELIMIT_INLINE static Decision bindAll(const Decisions& each, std::uint64_t dryRunMask,
                                              std::index_sequence<I...> /*members*/) noexcept {
@@ -359,6 +364,9 @@ private:
         d.wouldRefuse = field<&Decision::wouldRefuse>(each, binding, Indices{});
         d.penaltyStarted = field<&Decision::penaltyStarted>(each, binding, Indices{});
         d.policy = binding;
+        constexpr std::size_t kBoundBytes = 48;  // the fields above, padded, on 64-bit targets
+        static_assert(sizeof(void*) != sizeof(std::uint64_t) || sizeof(Decision) == kBoundBytes,
+                      "a new field of Decision is to be bound here too");
         return d;
     }
 

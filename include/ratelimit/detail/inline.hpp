@@ -13,9 +13,10 @@
 
 // A step the compiler would leave out of line for its size or its several callers (the refund
 // path calls the same pieces), on the hot path all the same: the models' steps and the
-// late-call rule around them, a limit set's, which inlines its members' steps, and the memory
-// table's entry, which reads the clock (`MemoryTable::step`). Out of line, a step's 48-byte
-// decision is copied out of a stack slot, a store-forwarding stall.
+// late-call rule around them, a limit set's members' steps, and the memory table's entry,
+// which reads the clock (`MemoryTable::step`). Left out of line by the compiler, a step's
+// 48-byte decision was copied out of a stack slot, a store-forwarding stall. (A limit set's
+// binding is the other way round, a call of its own: see `LimitSetModel::stepEnforced`.)
 #if defined(__GNUC__) || defined(__clang__)
 #    define RATELIMIT_INLINE [[gnu::always_inline]] inline
 #else
