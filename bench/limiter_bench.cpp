@@ -24,6 +24,9 @@
 //                                            updated by a CAS loop, the same SteadyClock, no
 //                                            key lookup at all (key i uses slot i): the floor
 //   BM_Baseline_AtomicGcra_GivenNow/...     the same with the time read once before the loop
+//   BM_Baseline_AtomicGcraPair(_GivenNow)/... the same GCRA with a second word beside the time
+//                                            (its last write), the pair swapped by one 16-byte
+//                                            CAS as the table swaps a bucket's state (x86-64)
 //   BM_Baseline_MutexMap/...                one std::mutex around std::unordered_map<
 //                                            std::string, bucket>, a naive double token bucket,
 //                                            the same clock read before the lock (as Go's
@@ -48,6 +51,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -56,6 +60,7 @@
 
 #include <ratelimit/clock.hpp>
 #include <ratelimit/decision.hpp>
+#include <ratelimit/detail/word_pair.hpp>
 #include <ratelimit/limit.hpp>
 #include <ratelimit/limiter.hpp>
 #include <ratelimit/metrics/decision_metrics.hpp>
@@ -383,15 +388,58 @@ void BM_Baseline_ClockRead(benchmark::State& state) {
     state.SetItemsProcessed(state.iterations());
 }
 
-/// GCRA on one std::atomic<int64_t> theoretical arrival time (ns) per key position, advanced
-/// by a CAS loop: what a folly-style single-word bucket costs. Key i uses slot i: no lookup.
+/// A GCRA's theoretical arrival time (ns) alone in one std::atomic<int64_t>, swapped by a
+/// compare-and-swap of its 8 bytes: what a folly-style single-word bucket keeps per key.
+class OneWordTat {
+public:
+    using Seen = std::int64_t;
+
+    static bool available() noexcept { return true; }
+    Seen load() const noexcept { return tat_.load(std::memory_order_relaxed); }
+    static std::int64_t tatOf(Seen seen) noexcept { return seen; }
+    bool replace(Seen& seen, std::int64_t tat, std::int64_t /*now*/) noexcept {
+        return tat_.compare_exchange_weak(seen, tat, std::memory_order_acq_rel,
+                                          std::memory_order_relaxed);
+    }
+
+private:
+    std::atomic<std::int64_t> tat_{0};
+};
+
+/// The same time beside a second word, the time of its last write (as a bucket's state keeps
+/// its `last` beside its deficit), the two swapped by one 16-byte compare-and-swap, as the
+/// memory table swaps a bucket's state: what the second word costs the floor.
+class TwoWordTat {
+public:
+    using Seen = ratelimit::detail::WordPair;
+
+    static bool available() noexcept { return ratelimit::detail::hasWordPairCas(); }
+    Seen load() noexcept { return ratelimit::detail::loadWords(words_); }
+    static std::int64_t tatOf(const Seen& seen) noexcept {
+        return static_cast<std::int64_t>(seen.low);
+    }
+    bool replace(Seen& seen, std::int64_t tat, std::int64_t now) noexcept {
+        return ratelimit::detail::compareExchangeWords(
+            words_, seen, {static_cast<std::uint64_t>(tat), static_cast<std::uint64_t>(now)});
+    }
+
+private:
+    ratelimit::detail::WordPair words_;
+};
+
+/// GCRA on one theoretical arrival time per key position (`Tat`), advanced by a CAS loop. Key
+/// i uses slot i: no lookup.
+template <class Tat>
 class AtomicGcraFixture final : public Fixture {
 public:
     AtomicGcraFixture(std::size_t keyCount, bool denied)
         : keys(keySet(keyCount)),
           params_(bucketParams(denied)),
           tolerance_(params_.burst * params_.intervalNs),
-          tats_(std::make_unique<std::atomic<std::int64_t>[]>(keyCount)) {
+          tats_(std::make_unique<Tat[]>(keyCount)) {
+        if (!Tat::available()) {
+            return;
+        }
         const std::int64_t now = nowNs(clock);
         for (std::size_t i = 0; i < keyCount; ++i) {
             benchmark::DoNotOptimize(decide(i, denied ? kDeniedCount : 1, now));
@@ -399,13 +447,13 @@ public:
     }
 
     Decision decide(std::size_t index, std::int64_t cost, std::int64_t now) noexcept {
-        std::atomic<std::int64_t>& tat = tats_[index];
+        Tat& tat = tats_[index];
         const std::int64_t increment = cost * params_.intervalNs;
-        std::int64_t seen = tat.load(std::memory_order_relaxed);
+        typename Tat::Seen seen = tat.load();
         Decision d;
         d.limit = params_.burst;
         for (;;) {
-            const std::int64_t base = std::max(seen, now);
+            const std::int64_t base = std::max(Tat::tatOf(seen), now);
             const std::int64_t ahead = base + increment - now;  // new TAT - now
             if (ahead > tolerance_) {
                 d.remaining = (tolerance_ - (base - now)) / params_.intervalNs;
@@ -413,8 +461,7 @@ public:
                 d.resetAfter = nanoseconds{base - now};
                 return d;
             }
-            if (tat.compare_exchange_weak(seen, base + increment, std::memory_order_acq_rel,
-                                          std::memory_order_relaxed)) {
+            if (tat.replace(seen, base + increment, now)) {
                 d.allowed = true;
                 d.remaining = (tolerance_ - ahead) / params_.intervalNs;
                 d.resetAfter = nanoseconds{ahead};
@@ -429,25 +476,42 @@ public:
 private:
     BucketParams params_;
     std::int64_t tolerance_;
-    std::unique_ptr<std::atomic<std::int64_t>[]> tats_;
+    std::unique_ptr<Tat[]> tats_;
 };
 
+template <class Tat>
+AtomicGcraFixture<Tat>* atomicGcraFixture(benchmark::State& state, const RowArgs& args) {
+    if (!Tat::available()) {
+        state.SkipWithError("no 16-byte compare-and-swap on this processor or build");
+        return nullptr;
+    }
+    const std::string kind = std::is_same_v<Tat, OneWordTat> ? "atomic_gcra" : "atomic_gcra_pair";
+    return &sharedFixture<AtomicGcraFixture<Tat>>(fixtureId(kind, args.keys, args.denied),
+                                                  args.keys, args.denied);
+}
+
+template <class Tat>
 void BM_Baseline_AtomicGcra(benchmark::State& state) {
     const RowArgs args = rowArgs(state);
-    auto& f = sharedFixture<AtomicGcraFixture>(fixtureId("atomic_gcra", args.keys, args.denied),
-                                               args.keys, args.denied);
-    runRow(state, f.keys, args, [&f](std::size_t i, std::string_view, std::int64_t cost) {
-        return f.decide(i, cost, nowNs(f.clock));
+    auto* f = atomicGcraFixture<Tat>(state, args);
+    if (f == nullptr) {
+        return;
+    }
+    runRow(state, f->keys, args, [f](std::size_t i, std::string_view, std::int64_t cost) {
+        return f->decide(i, cost, nowNs(f->clock));
     });
 }
 
+template <class Tat>
 void BM_Baseline_AtomicGcra_GivenNow(benchmark::State& state) {
     const RowArgs args = rowArgs(state);
-    auto& f = sharedFixture<AtomicGcraFixture>(fixtureId("atomic_gcra", args.keys, args.denied),
-                                               args.keys, args.denied);
-    const std::int64_t now = nowNs(f.clock);
-    runRow(state, f.keys, args, [&f, now](std::size_t i, std::string_view, std::int64_t cost) {
-        return f.decide(i, cost, now);
+    auto* f = atomicGcraFixture<Tat>(state, args);
+    if (f == nullptr) {
+        return;
+    }
+    const std::int64_t now = nowNs(f->clock);
+    runRow(state, f->keys, args, [f, now](std::size_t i, std::string_view, std::int64_t cost) {
+        return f->decide(i, cost, now);
     });
 }
 
@@ -542,6 +606,13 @@ void givenNowMatrix(benchmark::internal::Benchmark* b) {
         ->UseRealTime();
 }
 
+void pairMatrix(benchmark::internal::Benchmark* b) {
+    b->ArgNames({"keys", "denied", "cost"})
+        ->ArgsProduct({{1, 100'000}, {0}, {1}})
+        ->ThreadRange(1, 2)
+        ->UseRealTime();
+}
+
 template <class Model>
 void registerAlgorithm(const std::string& name) {
     benchmark::RegisterBenchmark(("BM_" + name + "_Memory").c_str(), &BM_Limiter<Model>)
@@ -557,10 +628,16 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark("BM_Baseline_ClockRead", &BM_Baseline_ClockRead)
         ->ThreadRange(1, 4)
         ->UseRealTime();
-    benchmark::RegisterBenchmark("BM_Baseline_AtomicGcra", &BM_Baseline_AtomicGcra)
+    benchmark::RegisterBenchmark("BM_Baseline_AtomicGcra", &BM_Baseline_AtomicGcra<OneWordTat>)
         ->Apply(fullMatrix);
     benchmark::RegisterBenchmark("BM_Baseline_AtomicGcra_GivenNow",
-                                 &BM_Baseline_AtomicGcra_GivenNow)
+                                 &BM_Baseline_AtomicGcra_GivenNow<OneWordTat>)
+        ->Apply(givenNowMatrix);
+    // The floor with a bucket's 16-byte word pair: what one 64-bit word would save the buckets.
+    benchmark::RegisterBenchmark("BM_Baseline_AtomicGcraPair", &BM_Baseline_AtomicGcra<TwoWordTat>)
+        ->Apply(pairMatrix);
+    benchmark::RegisterBenchmark("BM_Baseline_AtomicGcraPair_GivenNow",
+                                 &BM_Baseline_AtomicGcra_GivenNow<TwoWordTat>)
         ->Apply(givenNowMatrix);
     benchmark::RegisterBenchmark("BM_Baseline_MutexMap", &BM_Baseline_MutexMap)->Apply(fullMatrix);
 
