@@ -333,6 +333,75 @@ TEST_CASE("CompactVector: eraseFront of nothing, and of a full log's oldest", "[
     }
 }
 
+TEST_CASE("CompactVector: a full log's new runs reuse the room its dropped ones left",
+          "[compact_vector]") {
+    // The sliding log at its cap: every new run drops the oldest. The room stays 128 runs for
+    // 65 at most, and the runs stay in order whether they moved down or not.
+    Pairs v;
+    for (std::int64_t i = 0; i < 65; ++i) {
+        v.append(Pair{i, -i});
+    }
+    REQUIRE(v.capacity() == 128);
+    for (std::int64_t next = 65; next < 1000; ++next) {
+        v.eraseFront(1);
+        v.append(Pair{next, -next});
+        REQUIRE(v.size() == 65);
+        REQUIRE(v.capacity() == 128);
+        for (std::size_t i = 0; i < v.size(); ++i) {
+            const std::int64_t expected = next - 64 + static_cast<std::int64_t>(i);
+            REQUIRE(v[i].a == expected);
+            REQUIRE(v[i].b == -expected);
+        }
+        REQUIRE(v.begin() + v.size() == v.end());
+        REQUIRE(&v.back() == &v[64]);
+    }
+}
+
+TEST_CASE("CompactVector: a room full from its first free slot on moves down, not out",
+          "[compact_vector]") {
+    Pairs v;
+    for (std::int64_t i = 1; i <= 4; ++i) {
+        v.append(Pair{i, 0});
+    }
+    REQUIRE(v.capacity() == 4);
+    v.eraseFront(1);
+    v.append(Pair{5, 0});  // the last slot was taken: 2 3 4 move down, 5 after them
+    CHECK(digits(v) == 2345);
+    CHECK(v.capacity() == 4);
+    v.append(Pair{6, 0});  // full with nothing free before: the room doubles
+    CHECK(digits(v) == 23456);
+    CHECK(v.capacity() == 8);
+    v.popBack();
+    v.eraseFront(2);
+    CHECK(digits(v) == 45);
+    v.eraseFront(2);  // empty: the whole room is free again
+    CHECK(v.empty());
+    for (std::int64_t i = 1; i <= 8; ++i) {
+        v.append(Pair{i % 10, 0});
+    }
+    CHECK(digits(v) == 12345678);
+    CHECK(v.capacity() == 8);
+}
+
+TEST_CASE("CompactVector: copies and moves of a vector with free slots before its first",
+          "[compact_vector]") {
+    Pairs v;
+    for (std::int64_t i = 1; i <= 7; ++i) {
+        v.append(Pair{i, 0});
+    }
+    v.eraseFront(3);
+    const Pairs copy = v;  // only the elements: its room fits them
+    CHECK(digits(copy) == 4567);
+    CHECK(copy.capacity() == 4);
+    Pairs moved = std::move(v);  // the room and its free slots go along, freed once
+    CHECK(digits(moved) == 4567);
+    moved.append(Pair{8, 0});
+    CHECK(digits(moved) == 45678);
+    CHECK(moved.capacity() == 8);
+    moved = copy;
+    CHECK(digits(moved) == 4567);
+}
+
 TEST_CASE("CompactVector: copies are deep, moves leave the source empty", "[compact_vector]") {
     Pairs v;
     for (std::int64_t i = 1; i <= 5; ++i) {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -10,10 +11,16 @@ namespace ratelimit {
 inline namespace v1 {
 namespace detail {
 
-/// A growable array of plain values in 16 bytes (a pointer and two 32-bit counts), for the
+/// A growable array of plain values in 16 bytes (a pointer and two 32-bit words), for the
 /// sliding log's runs. A `std::vector` takes 24 bytes in every key's entry, and `<vector>` was
 /// the largest standard header left in <ratelimit/limiter.hpp>'s include graph (bench/README.md,
-/// "Compile time"). It holds fewer than 2^32 elements (the log holds at most 2^20 + 1).
+/// "Compile time"). It holds fewer than 2^26 elements (the log holds at most 2^20 + 1).
+///
+/// Dropping the first elements moves nothing: they stay in the room as free space before the
+/// rest. An append at the room's end moves the elements down to its start when that space is
+/// there, and doubles the room only when it is full, so the room is a power of two below twice
+/// the most elements held at once, and a full sliding log, which drops its oldest run for every
+/// new one, moves its runs once per free slot rather than on every call.
 /// Thread safety: thread-compatible.
 template <class T>
 requires std::is_trivially_copyable_v<T>
@@ -29,7 +36,7 @@ public:
     CompactVector(CompactVector&& other) noexcept
         : data_(std::exchange(other.data_, nullptr)),
           size_(std::exchange(other.size_, 0)),
-          capacity_(std::exchange(other.capacity_, 0)) {}
+          shape_(std::exchange(other.shape_, 0)) {}
     CompactVector& operator=(const CompactVector& other) {
         if (this != &other) {
             CompactVector copy(other);
@@ -43,13 +50,15 @@ public:
         return *this;
     }
     ~CompactVector() {
-        delete[] data_;  // NOLINT(cppcoreguidelines-owning-memory): owned here
+        delete[] room();  // NOLINT(cppcoreguidelines-owning-memory): owned here
     }
 
     [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
     [[nodiscard]] std::size_t size() const noexcept { return size_; }
     /// Elements it holds room for without allocating.
-    [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
+    [[nodiscard]] std::size_t capacity() const noexcept {
+        return data_ == nullptr ? 0 : std::size_t{1} << (shape_ & kLog2Mask);
+    }
 
     T& operator[](std::size_t i) noexcept { return data_[i]; }
     const T& operator[](std::size_t i) const noexcept { return data_[i]; }
@@ -60,25 +69,25 @@ public:
     [[nodiscard]] const T* begin() const noexcept { return data_; }
     [[nodiscard]] const T* end() const noexcept { return data_ + size_; }
 
-    /// Makes room for `n` elements in all.
+    /// Makes room for `n` elements in all (n < 2^26).
     void reserve(std::size_t n) {
-        if (n <= capacity_) {
+        if (n <= capacity()) {
             return;
         }
-        T* const grown = new T[n];  // NOLINT(cppcoreguidelines-owning-memory): owned here
+        const std::size_t grown = std::bit_ceil(n);
+        T* const moved = new T[grown];  // NOLINT(cppcoreguidelines-owning-memory): owned here
         for (std::uint32_t i = 0; i < size_; ++i) {
-            grown[i] = data_[i];
+            moved[i] = data_[i];
         }
-        delete[] data_;  // NOLINT(cppcoreguidelines-owning-memory): owned here
-        data_ = grown;
-        capacity_ = static_cast<std::uint32_t>(n);
+        delete[] room();  // NOLINT(cppcoreguidelines-owning-memory): owned here
+        data_ = moved;
+        shape_ = static_cast<std::uint32_t>(std::countr_zero(grown));  // at the room's start
     }
 
-    /// Appends `value`, doubling the room when full (room for one at first: most keys of a log
-    /// hold one run), so it never holds room for more than twice its elements.
+    /// Appends `value` (room for one at first: most keys of a log hold one run).
     void append(const T& value) {
-        if (size_ == capacity_) {
-            reserve(capacity_ == 0 ? 1 : 2 * std::size_t{capacity_});
+        if (front() + size_ == capacity()) {
+            makeRoom();
         }
         data_[size_++] = value;
     }
@@ -86,26 +95,49 @@ public:
     /// Drops the last element (the vector is not empty).
     void popBack() noexcept { --size_; }
 
-    /// Drops the first `n` elements (n <= size()), keeping the rest in order. One `memmove`:
-    /// a full sliding log moves all its runs down on every new one, and the C library's copy,
-    /// chosen for the CPU it runs on, moves wider words than a loop built for any x86-64.
+    /// Drops the first `n` elements (n <= size()), keeping the rest in order, in place.
     void eraseFront(std::size_t n) noexcept {
-        if (n != 0) {
-            std::memmove(data_, data_ + n, (size_ - n) * sizeof(T));
-            size_ -= static_cast<std::uint32_t>(n);
+        if (n == size_) {
+            data_ = room();  // empty: the whole room is free again
+            shape_ &= kLog2Mask;
+        } else {
+            data_ += n;
+            shape_ += static_cast<std::uint32_t>(n) << kFrontShift;
         }
+        size_ -= static_cast<std::uint32_t>(n);
     }
 
 private:
+    /// `shape_`: the base-2 logarithm of the room in its low bits, above them how many free
+    /// slots lie before the first element.
+    static constexpr unsigned kFrontShift = 5;
+    static constexpr std::uint32_t kLog2Mask = (1U << kFrontShift) - 1;
+
+    [[nodiscard]] std::size_t front() const noexcept { return shape_ >> kFrontShift; }
+    [[nodiscard]] T* room() const noexcept { return data_ - front(); }
+
+    /// The last slot is taken: the elements move down to the room's start where slots before
+    /// them are free (one `memmove`), else the room doubles.
+    void makeRoom() {
+        if (front() == 0) {
+            reserve(capacity() == 0 ? 1 : 2 * capacity());
+            return;
+        }
+        T* const start = room();
+        std::memmove(start, data_, std::size_t{size_} * sizeof(T));
+        data_ = start;
+        shape_ &= kLog2Mask;
+    }
+
     void swap(CompactVector& other) noexcept {
         std::swap(data_, other.data_);
         std::swap(size_, other.size_);
-        std::swap(capacity_, other.capacity_);
+        std::swap(shape_, other.shape_);
     }
 
-    T* data_ = nullptr;
+    T* data_ = nullptr;  ///< the first element, `front()` slots into the room
     std::uint32_t size_ = 0;
-    std::uint32_t capacity_ = 0;
+    std::uint32_t shape_ = 0;
 };
 
 }  // namespace detail
