@@ -336,15 +336,24 @@ TEST_CASE("CompactVector: eraseFront of nothing, and of a full log's oldest", "[
 TEST_CASE("CompactVector: a full log's new runs reuse the room its dropped ones left",
           "[compact_vector]") {
     // The sliding log at its cap: every new run drops the oldest. The room stays 128 runs for
-    // 65 at most, and the runs stay in order whether they moved down or not.
+    // 65 at most; a drop moves nothing, and the runs move down to the room's start only when an
+    // append finds its last slot taken: once every 64 calls here.
     Pairs v;
     for (std::int64_t i = 0; i < 65; ++i) {
         v.append(Pair{i, -i});
     }
     REQUIRE(v.capacity() == 128);
+    const Pair* const start = v.begin();
+    int moves = 0;
     for (std::int64_t next = 65; next < 1000; ++next) {
+        const Pair* const first = v.begin();
         v.eraseFront(1);
+        REQUIRE(v.begin() == first + 1);  // dropped in place
         v.append(Pair{next, -next});
+        if (v.begin() != first + 1) {
+            REQUIRE(v.begin() == start);  // moved down to the room's start
+            ++moves;
+        }
         REQUIRE(v.size() == 65);
         REQUIRE(v.capacity() == 128);
         for (std::size_t i = 0; i < v.size(); ++i) {
@@ -355,6 +364,7 @@ TEST_CASE("CompactVector: a full log's new runs reuse the room its dropped ones 
         REQUIRE(v.begin() + v.size() == v.end());
         REQUIRE(&v.back() == &v[64]);
     }
+    CHECK(moves == (1000 - 65) / 64);
 }
 
 TEST_CASE("CompactVector: a room full from its first free slot on moves down, not out",
@@ -364,23 +374,58 @@ TEST_CASE("CompactVector: a room full from its first free slot on moves down, no
         v.append(Pair{i, 0});
     }
     REQUIRE(v.capacity() == 4);
+    const Pair* const start = v.begin();
     v.eraseFront(1);
     v.append(Pair{5, 0});  // the last slot was taken: 2 3 4 move down, 5 after them
     CHECK(digits(v) == 2345);
     CHECK(v.capacity() == 4);
+    CHECK(v.begin() == start);
     v.append(Pair{6, 0});  // full with nothing free before: the room doubles
     CHECK(digits(v) == 23456);
     CHECK(v.capacity() == 8);
+    const Pair* const grown = v.begin();
     v.popBack();
     v.eraseFront(2);
     CHECK(digits(v) == 45);
-    v.eraseFront(2);  // empty: the whole room is free again
+    CHECK(v.begin() == grown + 2);
+    v.eraseFront(2);  // empty: the whole room is free again, from its start
     CHECK(v.empty());
-    for (std::int64_t i = 1; i <= 8; ++i) {
-        v.append(Pair{i % 10, 0});
+    v.append(Pair{1, 0});
+    CHECK(v.begin() == grown);
+    for (std::int64_t i = 2; i <= 8; ++i) {
+        v.append(Pair{i, 0});
     }
     CHECK(digits(v) == 12345678);
     CHECK(v.capacity() == 8);
+}
+
+TEST_CASE("CompactVector: a refund's pops to empty and a reserve, with free slots before",
+          "[compact_vector]") {
+    Pairs v;
+    for (std::int64_t i = 1; i <= 7; ++i) {
+        v.append(Pair{i, 0});
+    }
+    v.eraseFront(3);
+    v.reserve(8);  // the room holds 8: it stays, free slots and all
+    CHECK(v.capacity() == 8);
+    CHECK(digits(v) == 4567);
+    v.reserve(16);  // a new room: the elements alone, at its start
+    CHECK(v.capacity() == 16);
+    CHECK(digits(v) == 4567);
+    v.eraseFront(2);
+    const Pair* const third = v.begin();
+    v.popBack();
+    v.popBack();  // empty by the back, as a refund empties a log
+    CHECK(v.empty());
+    v.append(Pair{9, 0});  // from where the first element was
+    CHECK(v.begin() == third);
+    CHECK(digits(v) == 9);
+    v.eraseFront(1);
+    for (std::int64_t i = 1; i <= 9; ++i) {
+        v.append(Pair{i, 0});
+    }
+    CHECK(digits(v) == 123456789);
+    CHECK(v.capacity() == 16);
 }
 
 TEST_CASE("CompactVector: copies and moves of a vector with free slots before its first",
@@ -390,10 +435,12 @@ TEST_CASE("CompactVector: copies and moves of a vector with free slots before it
         v.append(Pair{i, 0});
     }
     v.eraseFront(3);
+    const Pair* const first = v.begin();
     const Pairs copy = v;  // only the elements: its room fits them
     CHECK(digits(copy) == 4567);
     CHECK(copy.capacity() == 4);
     Pairs moved = std::move(v);  // the room and its free slots go along, freed once
+    CHECK(moved.begin() == first);
     CHECK(digits(moved) == 4567);
     moved.append(Pair{8, 0});
     CHECK(digits(moved) == 45678);

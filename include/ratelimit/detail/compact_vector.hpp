@@ -18,9 +18,11 @@ namespace detail {
 ///
 /// Dropping the first elements moves nothing: they stay in the room as free space before the
 /// rest. An append at the room's end moves the elements down to its start when that space is
-/// there, and doubles the room only when it is full, so the room is a power of two below twice
-/// the most elements held at once, and a full sliding log, which drops its oldest run for every
-/// new one, moves its runs once per free slot rather than on every call.
+/// there, and doubles the room only when it is full, so the room is a power of two at most
+/// twice the most elements held or reserved at once. A full sliding log drops its oldest run for
+/// every new one: in a room of R for its N runs it moves them once every R − N calls (every 64
+/// for the default 64 runs in a room of 128), and on every call where N fills the room
+/// (`maxRunsPerKey` + 1 a power of two), as it did before the room was reused.
 /// Thread safety: thread-compatible.
 template <class T>
 requires std::is_trivially_copyable_v<T>
@@ -69,7 +71,9 @@ public:
     [[nodiscard]] const T* begin() const noexcept { return data_; }
     [[nodiscard]] const T* end() const noexcept { return data_ + size_; }
 
-    /// Makes room for `n` elements in all (n < 2^26).
+    /// Makes room for `n` elements in all (n < 2^26). Where the room already holds `n` with
+    /// free slots before the first element, it stays: an append at its end moves the elements
+    /// down instead of allocating.
     void reserve(std::size_t n) {
         if (n <= capacity()) {
             return;
