@@ -254,6 +254,43 @@ TEST_CASE("SlidingLog: a window of 2^62 ns or more is refused at construction",
             clock});
 }
 
+TEST_CASE("SlidingLog: a key's one run is held in its state, its runs after that on the heap",
+          "[sliding_log][memory]") {
+    using Model = ratelimit::SlidingLogModel;
+    using ratelimit::Quota;
+    using ratelimit::Tick;
+    STATIC_REQUIRE(sizeof(Model::State) == 16);
+    const Quota q = Quota::make<Model>(Limit::per(5, std::chrono::seconds{1}), 1, 64);
+    const auto inState = [](const Model::State& s) {
+        const auto* const self = reinterpret_cast<const std::byte*>(&s);  // NOLINT: an address
+        const auto* const first = reinterpret_cast<const std::byte*>(s.runs.begin());  // NOLINT
+        return first >= self && first < self + sizeof s;
+    };
+    const Tick second = q.period;
+    Model::State state;
+    CHECK(Model::step(state, q, 0, 2).allowed);
+    CHECK(Model::step(state, q, 0, 1).allowed);  // the same time: the same run
+    REQUIRE(state.runs.size() == 1);
+    CHECK(inState(state));
+    CHECK(Model::lastWrite(state) == 0);
+    Model::refund(state, q, 0, 3);  // to empty, and the next run in place again
+    CHECK(state.runs.empty());
+    CHECK(Model::step(state, q, 1, 4).allowed);
+    CHECK(Model::step(state, q, 2, 1).allowed);  // a second time: both runs to the heap
+    CHECK_FALSE(inState(state));
+    CHECK(state.runs.size() == 2);
+    const Decision full = Model::step(state, q, 3, 1);
+    CHECK_FALSE(full.allowed);
+    CHECK(full.remaining == 0);
+    CHECK(Model::step(state, q, second + 1, 4).allowed);  // the first run expired: 4 free
+    CHECK(state.runs.size() == 2);
+    CHECK(Model::step(state, q, 3 * second, 5).allowed);  // both expired
+    CHECK(state.runs.size() == 1);
+    CHECK(Model::isFresh(state, q, 4 * second));
+    Model::State moved = std::move(state);
+    CHECK(moved.runs.back().count == 5);
+}
+
 }  // namespace ratelimit_test
 
 // ---------------------------------------------------------------------------------------------
@@ -283,13 +320,13 @@ TEST_CASE("CompactVector: grows by doubling and keeps its elements in order", "[
     STATIC_REQUIRE(sizeof(Pairs) == 16);
     Pairs v;
     CHECK(v.empty());
-    CHECK(v.capacity() == 0);
+    CHECK(v.capacity() == 1);  // one in place
     for (std::int64_t i = 1; i <= 9; ++i) {
-        v.append(Pair{i, -i});
+        v.append(Pair{i, i + 1});
         CHECK(v.size() == static_cast<std::size_t>(i));
-        CHECK(v.back().b == -i);
+        CHECK(v.back().b == i + 1);
     }
-    CHECK(v.capacity() == 16);  // 1, 2, 4, 8, 16: never more than twice the size
+    CHECK(v.capacity() == 16);  // 1 in place, then 2, 4, 8, 16: never more than twice the size
     CHECK(digits(v) == 123456789);
     v[0].a = 9;
     CHECK(v[0].a == 9);
@@ -298,7 +335,7 @@ TEST_CASE("CompactVector: grows by doubling and keeps its elements in order", "[
 TEST_CASE("CompactVector: eraseFront drops a prefix and keeps the rest", "[compact_vector]") {
     Pairs v;
     for (std::int64_t i = 1; i <= 6; ++i) {
-        v.append(Pair{i, 0});
+        v.append(Pair{i, 1});
     }
     v.eraseFront(0);
     CHECK(digits(v) == 123456);
@@ -308,7 +345,7 @@ TEST_CASE("CompactVector: eraseFront drops a prefix and keeps the rest", "[compa
     CHECK(digits(v) == 456);
     v.eraseFront(3);
     CHECK(v.empty());
-    v.append(Pair{7, 0});  // the room stays
+    v.append(Pair{7, 1});  // the room stays
     CHECK(digits(v) == 7);
     CHECK(v.capacity() == 8);
 }
@@ -317,19 +354,19 @@ TEST_CASE("CompactVector: eraseFront of nothing, and of a full log's oldest", "[
     Pairs empty;
     empty.eraseFront(0);
     CHECK(empty.empty());
-    CHECK(empty.capacity() == 0);
+    CHECK(empty.capacity() == 1);
 
     // A full sliding log's move: the rest overlaps where it goes.
     Pairs v;
     for (std::int64_t i = 0; i < 65; ++i) {
-        v.append(Pair{i, -i});
+        v.append(Pair{i, i + 1});
     }
     v.eraseFront(1);
     REQUIRE(v.size() == 64);
     for (std::size_t i = 0; i < v.size(); ++i) {
         const auto expected = static_cast<std::int64_t>(i) + 1;
         CHECK(v[i].a == expected);
-        CHECK(v[i].b == -expected);
+        CHECK(v[i].b == expected + 1);
     }
 }
 
@@ -340,7 +377,7 @@ TEST_CASE("CompactVector: a full log's new runs reuse the room its dropped ones 
     // append finds its last slot taken: once every 64 calls here.
     Pairs v;
     for (std::int64_t i = 0; i < 65; ++i) {
-        v.append(Pair{i, -i});
+        v.append(Pair{i, i + 1});
     }
     REQUIRE(v.capacity() == 128);
     const Pair* const start = v.begin();
@@ -349,7 +386,7 @@ TEST_CASE("CompactVector: a full log's new runs reuse the room its dropped ones 
         const Pair* const first = v.begin();
         v.eraseFront(1);
         REQUIRE(v.begin() == first + 1);  // dropped in place
-        v.append(Pair{next, -next});
+        v.append(Pair{next, next + 1});
         if (v.begin() != first + 1) {
             REQUIRE(v.begin() == start);  // moved down to the room's start
             ++moves;
@@ -359,7 +396,7 @@ TEST_CASE("CompactVector: a full log's new runs reuse the room its dropped ones 
         for (std::size_t i = 0; i < v.size(); ++i) {
             const std::int64_t expected = next - 64 + static_cast<std::int64_t>(i);
             REQUIRE(v[i].a == expected);
-            REQUIRE(v[i].b == -expected);
+            REQUIRE(v[i].b == expected + 1);
         }
         REQUIRE(v.begin() + v.size() == v.end());
         REQUIRE(&v.back() == &v[64]);
@@ -371,16 +408,16 @@ TEST_CASE("CompactVector: a room full from its first free slot on moves down, no
           "[compact_vector]") {
     Pairs v;
     for (std::int64_t i = 1; i <= 4; ++i) {
-        v.append(Pair{i, 0});
+        v.append(Pair{i, 1});
     }
     REQUIRE(v.capacity() == 4);
     const Pair* const start = v.begin();
     v.eraseFront(1);
-    v.append(Pair{5, 0});  // the last slot was taken: 2 3 4 move down, 5 after them
+    v.append(Pair{5, 1});  // the last slot was taken: 2 3 4 move down, 5 after them
     CHECK(digits(v) == 2345);
     CHECK(v.capacity() == 4);
     CHECK(v.begin() == start);
-    v.append(Pair{6, 0});  // full with nothing free before: the room doubles
+    v.append(Pair{6, 1});  // full with nothing free before: the room doubles
     CHECK(digits(v) == 23456);
     CHECK(v.capacity() == 8);
     const Pair* const grown = v.begin();
@@ -390,10 +427,10 @@ TEST_CASE("CompactVector: a room full from its first free slot on moves down, no
     CHECK(v.begin() == grown + 2);
     v.eraseFront(2);  // empty: the whole room is free again, from its start
     CHECK(v.empty());
-    v.append(Pair{1, 0});
+    v.append(Pair{1, 1});
     CHECK(v.begin() == grown);
     for (std::int64_t i = 2; i <= 8; ++i) {
-        v.append(Pair{i, 0});
+        v.append(Pair{i, 1});
     }
     CHECK(digits(v) == 12345678);
     CHECK(v.capacity() == 8);
@@ -403,7 +440,7 @@ TEST_CASE("CompactVector: a refund's pops to empty and a reserve, with free slot
           "[compact_vector]") {
     Pairs v;
     for (std::int64_t i = 1; i <= 7; ++i) {
-        v.append(Pair{i, 0});
+        v.append(Pair{i, 1});
     }
     v.eraseFront(3);
     v.reserve(8);  // the room holds 8: it stays, free slots and all
@@ -417,12 +454,12 @@ TEST_CASE("CompactVector: a refund's pops to empty and a reserve, with free slot
     v.popBack();
     v.popBack();  // empty by the back, as a refund empties a log
     CHECK(v.empty());
-    v.append(Pair{9, 0});  // from where the first element was
+    v.append(Pair{9, 1});  // from where the first element was
     CHECK(v.begin() == third);
     CHECK(digits(v) == 9);
     v.eraseFront(1);
     for (std::int64_t i = 1; i <= 9; ++i) {
-        v.append(Pair{i, 0});
+        v.append(Pair{i, 1});
     }
     CHECK(digits(v) == 123456789);
     CHECK(v.capacity() == 16);
@@ -432,7 +469,7 @@ TEST_CASE("CompactVector: copies and moves of a vector with free slots before it
           "[compact_vector]") {
     Pairs v;
     for (std::int64_t i = 1; i <= 7; ++i) {
-        v.append(Pair{i, 0});
+        v.append(Pair{i, 1});
     }
     v.eraseFront(3);
     const Pair* const first = v.begin();
@@ -442,7 +479,7 @@ TEST_CASE("CompactVector: copies and moves of a vector with free slots before it
     Pairs moved = std::move(v);  // the room and its free slots go along, freed once
     CHECK(moved.begin() == first);
     CHECK(digits(moved) == 4567);
-    moved.append(Pair{8, 0});
+    moved.append(Pair{8, 1});
     CHECK(digits(moved) == 45678);
     CHECK(moved.capacity() == 8);
     moved = copy;
@@ -452,10 +489,10 @@ TEST_CASE("CompactVector: copies and moves of a vector with free slots before it
 TEST_CASE("CompactVector: copies are deep, moves leave the source empty", "[compact_vector]") {
     Pairs v;
     for (std::int64_t i = 1; i <= 5; ++i) {
-        v.append(Pair{i, 0});
+        v.append(Pair{i, 1});
     }
     Pairs copy = v;
-    copy.append(Pair{6, 0});
+    copy.append(Pair{6, 1});
     copy.eraseFront(1);
     CHECK(digits(v) == 12345);
     CHECK(digits(copy) == 23456);
@@ -469,4 +506,93 @@ TEST_CASE("CompactVector: copies are deep, moves leave the source empty", "[comp
     CHECK(digits(assigned) == 12345);
     assigned = Pairs{};
     CHECK(assigned.empty());
+}
+
+namespace {
+
+/// Whether `v`'s elements are held in the vector's own 16 bytes rather than on the heap.
+bool heldInPlace(const Pairs& v) {
+    const auto* const self = reinterpret_cast<const std::byte*>(&v);  // NOLINT: an address test
+    const auto* const first = reinterpret_cast<const std::byte*>(v.begin());  // NOLINT: as above
+    return first >= self && first < self + sizeof v;
+}
+
+}  // namespace
+
+TEST_CASE("CompactVector: one element is held in place, the second moves both to the heap",
+          "[compact_vector]") {
+    Pairs v;
+    CHECK(heldInPlace(v));
+    v.append(Pair{
+        1, std::numeric_limits<std::int64_t>::max()});  // the largest last word an element may have
+    CHECK(heldInPlace(v));
+    CHECK(v.size() == 1);
+    CHECK(v.capacity() == 1);
+    CHECK(v.back().b == std::numeric_limits<std::int64_t>::max());
+    v.back().b = 7;  // written where it is held
+    CHECK(v[0].b == 7);
+    v.append(Pair{2, 1});
+    CHECK_FALSE(heldInPlace(v));
+    CHECK(v.capacity() == 2);
+    CHECK(digits(v) == 12);
+    CHECK(v[0].b == 7);
+    v.eraseFront(1);  // the room stays: the key's runs come and go without a new chunk
+    CHECK_FALSE(heldInPlace(v));
+    CHECK(digits(v) == 2);
+    v.popBack();
+    CHECK(v.empty());
+    CHECK(v.capacity() == 2);
+}
+
+TEST_CASE("CompactVector: the element in place is dropped by a pop or an erase, as a refund does",
+          "[compact_vector]") {
+    Pairs v;
+    v.append(Pair{3, 2});
+    v.eraseFront(0);
+    CHECK(digits(v) == 3);
+    v.eraseFront(1);
+    CHECK(v.empty());
+    v.append(Pair{4, 2});
+    v.back().b -= 2;  // a refund takes the run's whole count, then pops it
+    v.popBack();
+    CHECK(v.empty());
+    CHECK(heldInPlace(v));
+    v.append(Pair{5, 1});
+    CHECK(digits(v) == 5);
+    CHECK(v.size() == 1);
+}
+
+TEST_CASE("CompactVector: reserve, copies and moves of the element in place", "[compact_vector]") {
+    Pairs v;
+    v.reserve(1);
+    CHECK(heldInPlace(v));
+    v.append(Pair{6, 3});
+    v.reserve(1);
+    CHECK(heldInPlace(v));
+    Pairs copy = v;
+    CHECK(heldInPlace(copy));
+    CHECK(digits(copy) == 6);
+    Pairs moved = std::move(v);
+    CHECK(heldInPlace(moved));
+    CHECK(digits(moved) == 6);
+    CHECK(v.empty());  // NOLINT(bugprone-use-after-move,clang-analyzer-cplusplus.Move): defined
+    moved.reserve(5);  // to the heap, its element along
+    CHECK_FALSE(heldInPlace(moved));
+    CHECK(moved.capacity() == 8);
+    CHECK(digits(moved) == 6);
+    CHECK(moved[0].b == 3);
+
+    Pairs heapOfOne;  // a heap room holding one element copies into place
+    heapOfOne.append(Pair{1, 1});
+    heapOfOne.append(Pair{2, 1});
+    heapOfOne.popBack();
+    REQUIRE_FALSE(heldInPlace(heapOfOne));
+    const Pairs small = heapOfOne;
+    CHECK(heldInPlace(small));
+    CHECK(digits(small) == 1);
+    moved = heapOfOne;  // and assigning one form over the other frees the heap room once
+    CHECK(digits(moved) == 1);
+    heapOfOne = small;
+    CHECK(heldInPlace(heapOfOne));
+    CHECK(digits(heapOfOne) == 1);
 }

@@ -22,10 +22,11 @@ inline namespace v1 {
 /// State: runs of (time, count), oldest first, merged when times are equal. At most
 /// `Quota::maxRunsPerKey` runs: beyond it the two oldest merge at the later one's time, so
 /// their entries expire later, never earlier (conservative: it never over-admits). 16 bytes
-/// (a `detail::CompactVector`) plus 16 per run. In Redis, the key's value holds the runs, oldest
-/// first, each as two little-endian IEEE doubles (time, count), exact below 2^53. Redis encoding
-/// version 1 was a hash field of decimal text, which cost the script a parse and a print per
-/// value.
+/// (a `detail::CompactVector`), which hold a key's run while it has one; from its second run on,
+/// a room of 16 bytes per run on the heap, at most twice the runs. In Redis, the key's value holds
+/// the runs, oldest first, each as two little-endian IEEE doubles (time, count), exact below 2^53.
+/// Redis encoding version 1 was a hash field of decimal text, which cost the script a parse and a
+/// print per value.
 struct SlidingLogModel : WindowKind, ModelNames<"sliding_log", 2, "runs"> {
     struct Run {
         Tick time = 0;
@@ -228,15 +229,17 @@ private:
     RATELIMIT_NOINLINE static Decision stepAt(Runs& runs, const Quota& q, Tick now,
                                               std::int64_t cost) {
         const auto age = [&](const Run& r) { return detail::satSub(now, r.time); };
+        const Run* const held = runs.begin();  // the runs' form is read once
+        const std::size_t n = runs.size();
         std::size_t first = 0;
-        while (first < runs.size() && age(runs[first]) >= q.period) {
+        while (first < n && age(held[first]) >= q.period) {
             ++first;
         }
         std::int64_t used = 0;
-        for (std::size_t i = first; i < runs.size(); ++i) {
-            used += runs[i].count;
+        for (std::size_t i = first; i < n; ++i) {
+            used += held[i].count;
         }
-        const Tick reset = first < runs.size() ? q.period - age(runs.back()) : 0;
+        const Tick reset = first < n ? q.period - age(held[n - 1]) : 0;
         if (cost > q.count) {
             return detail::refusedForever(q, q.count - used, reset);
         }
@@ -251,9 +254,9 @@ private:
         std::int64_t freed = 0;
         std::size_t j = first;
         while (used - freed + cost > q.count) {
-            freed += runs[j++].count;
+            freed += held[j++].count;
         }
-        return detail::refused(q, q.count - used, q.period - age(runs[j - 1]), reset);
+        return detail::refused(q, q.count - used, q.period - age(held[j - 1]), reset);
     }
 
     /// The runs still counting at the newest one's time, moved so the newest sits at `now`
