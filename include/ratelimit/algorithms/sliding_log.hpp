@@ -8,8 +8,8 @@
 #include <ratelimit/algorithms/model.hpp>
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/checked_math.hpp>
-#include <ratelimit/detail/compact_vector.hpp>
 #include <ratelimit/detail/inline.hpp>
+#include <ratelimit/detail/run_log.hpp>
 #include <ratelimit/limit.hpp>
 
 namespace ratelimit {
@@ -22,18 +22,15 @@ inline namespace v1 {
 /// State: runs of (time, count), oldest first, merged when times are equal. At most
 /// `Quota::maxRunsPerKey` runs: beyond it the two oldest merge at the later one's time, so
 /// their entries expire later, never earlier (conservative: it never over-admits). 16 bytes
-/// (a `detail::CompactVector`), which hold a key's run while it has one; from its second run on,
-/// a room of 16 bytes per run on the heap, at most twice the runs. In Redis, the key's value holds
+/// (a `detail::RunLog`), which hold a key's run while it has one; from its second run on, a room
+/// of 16 bytes per run on the heap, at most twice the runs, and 16 for the sum of their counts.
+/// In Redis, the key's value holds
 /// the runs, oldest first, each as two little-endian IEEE doubles (time, count), exact below 2^53.
 /// Redis encoding version 1 was a hash field of decimal text, which cost the script a parse and a
 /// print per value.
 struct SlidingLogModel : WindowKind, ModelNames<"sliding_log", 2, "runs"> {
-    struct Run {
-        Tick time = 0;
-        std::int64_t count = 0;
-    };
-
-    using Runs = detail::CompactVector<Run>;
+    using Run = detail::LogRun;
+    using Runs = detail::RunLog;
 
     struct State {
         Runs runs;
@@ -59,13 +56,9 @@ struct SlidingLogModel : WindowKind, ModelNames<"sliding_log", 2, "runs"> {
     static void refund(State& state, const Quota& q, Tick now, std::int64_t cost) noexcept {
         Runs& runs = state.runs;
         while (cost > 0 && !runs.empty() && detail::satSub(now, runs.back().time) < q.period) {
-            Run& newest = runs.back();
-            const std::int64_t taken = cost < newest.count ? cost : newest.count;
-            newest.count -= taken;
+            const std::int64_t taken = cost < runs.back().count ? cost : runs.back().count;
+            runs.takeFromNewest(taken);
             cost -= taken;
-            if (newest.count == 0) {
-                runs.popBack();
-            }
         }
     }
 
@@ -217,9 +210,9 @@ end
     static ModelRange range(const Quota& q) noexcept { return {q.period, q.count}; }
 
     /// Most heap bytes one key's runs can hold (growth doubles the room: at most 2·(maxRuns + 1)
-    /// runs).
+    /// runs, and the slot of their total).
     static std::size_t heapBytes(const Quota& q) noexcept {
-        return 2 * static_cast<std::size_t>(q.maxRunsPerKey + 1) * sizeof(Run);
+        return (2 * static_cast<std::size_t>(q.maxRunsPerKey + 1) + 1) * sizeof(Run);
     }
 
 private:
@@ -232,13 +225,11 @@ private:
         const Run* const held = runs.begin();  // the runs' form is read once
         const std::size_t n = runs.size();
         std::size_t first = 0;
+        std::int64_t expired = 0;
         while (first < n && age(held[first]) >= q.period) {
-            ++first;
+            expired += held[first++].count;
         }
-        std::int64_t used = 0;
-        for (std::size_t i = first; i < n; ++i) {
-            used += held[i].count;
-        }
+        const std::int64_t used = runs.total() - expired;
         const Tick reset = first < n ? q.period - age(held[n - 1]) : 0;
         if (cost > q.count) {
             return detail::refusedForever(q, q.count - used, reset);
@@ -279,13 +270,12 @@ private:
 
     static void append(Runs& runs, Tick now, std::int64_t cost, std::int64_t maxRuns) {
         if (!runs.empty() && runs.back().time == now) {
-            runs.back().count += cost;
+            runs.addToNewest(cost);
             return;
         }
         runs.append(Run{now, cost});
         if (static_cast<std::int64_t>(runs.size()) > maxRuns) {
-            runs[1].count += runs[0].count;
-            runs.eraseFront(1);
+            runs.mergeOldest();
         }
     }
 };
