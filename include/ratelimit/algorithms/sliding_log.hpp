@@ -23,11 +23,10 @@ inline namespace v1 {
 /// `Quota::maxRunsPerKey` runs: beyond it the two oldest merge at the later one's time, so
 /// their entries expire later, never earlier (conservative: it never over-admits). 16 bytes
 /// (a `detail::RunLog`), which hold a key's run while it has one; from its second run on, a room
-/// of 16 bytes per run on the heap, at most twice the runs, and 16 for the sum of their counts.
-/// In Redis, the key's value holds
-/// the runs, oldest first, each as two little-endian IEEE doubles (time, count), exact below 2^53.
-/// Redis encoding version 1 was a hash field of decimal text, which cost the script a parse and a
-/// print per value.
+/// on the heap of 16 bytes per run, at most twice the most runs held at once, and 16 for the sum
+/// of their counts. In Redis, the key's value holds the runs, oldest first, each as two
+/// little-endian IEEE doubles (time, count), exact below 2^53. Redis encoding version 1 was a
+/// hash field of decimal text, which cost the script a parse and a print per value.
 struct SlidingLogModel : WindowKind, ModelNames<"sliding_log", 2, "runs"> {
     using Run = detail::LogRun;
     using Runs = detail::RunLog;

@@ -1,11 +1,12 @@
 #pragma once
 
-#include <array>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <new>
+#include <utility>
+
+#include <ratelimit/detail/inline.hpp>
 
 namespace ratelimit {
 inline namespace v1 {
@@ -24,15 +25,16 @@ struct LogRun {
 ///
 /// - **One run in place.** Most keys of a log hold one run, held in the 16 bytes themselves: no
 ///   heap chunk and no second cache line. The second run moves both to a room on the heap, which
-///   the log keeps until it is destroyed or moved from, so a key whose runs come and go does not
-///   allocate on every call. A run's count lies in [1, 2^63): as the last 8 bytes read as one
-///   unsigned word, it tells a run in place from the empty log (0) and from the heap form (the
-///   top bit set).
+///   the log keeps until it is destroyed, moved from or assigned to, so a key whose runs come and
+///   go does not allocate on every call. A run's count lies in [1, 2^63): the second word tells
+///   a run in place (its count) from the empty log (0) and from the heap form (negative: the top
+///   bit set over the room's size and shape).
 /// - **The total.** The step needs the sum of the counts still in the window. Summing them was
-///   most of its instructions with 64 runs held (bench/README.md); the log keeps the sum of all
-///   its runs instead, so the step subtracts the few expired ones. On the heap the total is the
-///   `count` of the slot just before the first run (the room has one slot more for it), next to
-///   the run the step reads first.
+///   217 of its 388 instructions with 64 runs held (bench/README.md, "The sliding log: one run in
+///   place, and the sum of its runs"); the log keeps the sum of all its runs instead, so the step
+///   subtracts the few expired ones. On the heap the total is the `count` of the slot just
+///   before the first run (the allocation has one slot more for it), next to the run the step
+///   reads first.
 /// - **Dropping the first runs moves nothing.** Their slots stay free in the room before the
 ///   rest. An append at the room's end moves the runs down to its start when there are free
 ///   slots, and doubles the room only when it is full, so the room is a power of two at most
@@ -50,7 +52,7 @@ public:
             append(run);
         }
     }
-    RunLog(RunLog&& other) noexcept : bytes_(other.bytes_) { other.bytes_ = {}; }
+    RunLog(RunLog&& other) noexcept : word_(std::exchange(other.word_, LogRun{})) {}
     RunLog& operator=(const RunLog& other) {
         if (this != &other) {
             RunLog copy(other);
@@ -80,12 +82,12 @@ public:
     }
     /// The sum of the runs' counts.
     [[nodiscard]] std::int64_t total() const noexcept {
-        return onHeap() ? heapData()[-1].count : static_cast<std::int64_t>(tailWord());
+        return onHeap() ? heapData()[-1].count : word_.count;
     }
 
     const LogRun& operator[](std::size_t i) const noexcept { return begin()[i]; }
     [[nodiscard]] const LogRun& back() const noexcept { return begin()[size() - 1]; }
-    [[nodiscard]] const LogRun* begin() const noexcept { return onHeap() ? heapData() : inPlace(); }
+    [[nodiscard]] const LogRun* begin() const noexcept { return onHeap() ? heapData() : &word_; }
     [[nodiscard]] const LogRun* end() const noexcept { return begin() + size(); }
 
     /// Makes room for `n` runs in all (n < 2^26). Where the room already holds `n` with free
@@ -109,9 +111,10 @@ public:
 
     /// Appends `run`, newer than the last (its count in [1, 2^63)).
     void append(const LogRun& run) {
+        RATELIMIT_ASSUME(run.count >= 1);
         if (!onHeap()) {
-            if (tailWord() == 0) {
-                std::memcpy(bytes_.data(), &run, sizeof run);
+            if (word_.count == 0) {
+                word_ = run;
                 return;
             }
             reserve(2);
@@ -132,16 +135,17 @@ public:
             heapData()[size() - 1].count += cost;
             heapData()[-1].count += cost;
         } else {
-            inPlace()->count += cost;
+            word_.count += cost;
         }
     }
 
-    /// Takes `n` (at most its count) from the newest run's count, and drops the run at 0.
+    /// Takes `n` (1 to its count) from the newest run's count, and drops the run at 0.
     void takeFromNewest(std::int64_t n) noexcept {
+        RATELIMIT_ASSUME(n >= 1);
         if (!onHeap()) {
-            inPlace()->count -= n;
-            if (inPlace()->count == 0) {
-                bytes_ = {};
+            word_.count -= n;
+            if (word_.count == 0) {
+                word_ = {};
             }
             return;
         }
@@ -168,7 +172,7 @@ public:
             return;
         }
         if (!onHeap()) {
-            bytes_ = {};  // n == 1: the one run
+            word_ = {};  // n == 1: the one run
             return;
         }
         const LogRun* const data = heapData();
@@ -180,18 +184,18 @@ public:
     }
 
 private:
-    /// On the heap, the first 8 bytes point at the first run and the last 8 hold the size (low
-    /// 32 bits) and the shape (the next 31) under `kHeapBit`. The shape: the base-2 logarithm of
-    /// the room in its low bits, above them how many free slots lie before the first run. The
-    /// allocation is the total's slot, then the room.
+    /// On the heap, `word_.time` holds the pointer to the first run and `word_.count` the tail
+    /// word: the size (low 32 bits) and the shape (the next 31) under `kHeapBit`. The shape: the
+    /// base-2 logarithm of the room in its low bits, above them how many free slots lie before
+    /// the first run. The allocation is the total's slot, then the room.
     static constexpr std::uint64_t kHeapBit = std::uint64_t{1} << 63;
     static constexpr unsigned kFrontShift = 5;
     static constexpr std::uint32_t kLog2Mask = (1U << kFrontShift) - 1;
+    static constexpr std::size_t kPointerBytes = sizeof(void*);
+    static_assert(kPointerBytes <= sizeof(LogRun::time));
 
     [[nodiscard]] std::uint64_t tailWord() const noexcept {
-        std::uint64_t tail = 0;
-        std::memcpy(&tail, bytes_.data() + 8, sizeof tail);
-        return tail;
+        return static_cast<std::uint64_t>(word_.count);
     }
     [[nodiscard]] bool onHeap() const noexcept { return (tailWord() & kHeapBit) != 0; }
     [[nodiscard]] std::uint32_t shape() const noexcept {
@@ -200,25 +204,15 @@ private:
     [[nodiscard]] std::size_t front() const noexcept { return shape() >> kFrontShift; }
     [[nodiscard]] LogRun* heapData() const noexcept {
         LogRun* data = nullptr;
-        std::memcpy(&data, bytes_.data(), sizeof data);
+        std::memcpy(&data, &word_.time, kPointerBytes);  // a pointer's bytes, stored by setHeap
         return data;
     }
     [[nodiscard]] LogRun* room() const noexcept { return heapData() - front(); }
     [[nodiscard]] LogRun* allocation() const noexcept { return room() - 1; }
-    // NOLINTBEGIN(cppcoreguidelines-pro-type-reinterpret-cast): the run held in place is the
-    // 16 bytes themselves (a trivially copyable value, written there by memcpy)
-    [[nodiscard]] LogRun* inPlace() noexcept {
-        return std::launder(reinterpret_cast<LogRun*>(bytes_.data()));
-    }
-    [[nodiscard]] const LogRun* inPlace() const noexcept {
-        return std::launder(reinterpret_cast<const LogRun*>(bytes_.data()));
-    }
-    // NOLINTEND(cppcoreguidelines-pro-type-reinterpret-cast)
 
     void setHeap(LogRun* data, std::size_t size, std::uint32_t shape) noexcept {
-        const std::uint64_t tail = kHeapBit | std::uint64_t{shape} << 32 | size;
-        std::memcpy(bytes_.data(), &data, sizeof data);
-        std::memcpy(bytes_.data() + 8, &tail, sizeof tail);
+        std::memcpy(&word_.time, &data, kPointerBytes);
+        word_.count = static_cast<std::int64_t>(kHeapBit | std::uint64_t{shape} << 32 | size);
     }
     void setSize(std::size_t size) noexcept { setHeap(heapData(), size, shape()); }
 
@@ -250,9 +244,9 @@ private:
         setHeap(start, held, shape() & kLog2Mask);
     }
 
-    void swap(RunLog& other) noexcept { bytes_.swap(other.bytes_); }
+    void swap(RunLog& other) noexcept { std::swap(word_, other.word_); }
 
-    alignas(8) std::array<std::byte, 16> bytes_{};
+    LogRun word_;  ///< the run in place, or the heap form's pointer and tail word
 };
 
 }  // namespace detail
