@@ -85,8 +85,14 @@ public:
         return onHeap() ? heapData()[-1].count : word_.count;
     }
 
-    const LogRun& operator[](std::size_t i) const noexcept { return begin()[i]; }
-    [[nodiscard]] const LogRun& back() const noexcept { return begin()[size() - 1]; }
+    // In place, only index 0 is held: neither accessor indexes past the member, where GCC's
+    // -Warray-bounds would look for the run at -O3.
+    const LogRun& operator[](std::size_t i) const noexcept {
+        return onHeap() ? heapData()[i] : word_;
+    }
+    [[nodiscard]] const LogRun& back() const noexcept {
+        return onHeap() ? heapData()[size() - 1] : word_;
+    }
     [[nodiscard]] const LogRun* begin() const noexcept { return onHeap() ? heapData() : &word_; }
     [[nodiscard]] const LogRun* end() const noexcept { return begin() + size(); }
 
