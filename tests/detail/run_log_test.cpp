@@ -359,3 +359,67 @@ TEST_CASE("RunLog: a capped log's appends and merges, in the step's order, keep 
         CHECK(v.back().time == 500);
     }
 }
+
+TEST_CASE("RunLog: appendMergingOldest is an append and a merge of the oldest, in one pass",
+          "[run_log]") {
+    // The sliding log's cap, the two ways: each call appends to one log and merges its oldest
+    // runs, and does both at once to the other. Drops and takes between calls, as expiry and
+    // refunds make, move the first run through the room; the two logs must stay equal, run for
+    // run, total and all, through every move down and every doubling.
+    for (const std::size_t cap : {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{7},
+                                  std::size_t{63}, std::size_t{64}}) {
+        CAPTURE(cap);
+        Runs apart;
+        Runs fused;
+        std::uint64_t seed = 12345;
+        const auto next = [&seed](std::uint64_t n) {  // an LCG (Knuth's MMIX constants)
+            seed = seed * 6364136223846793005U + 1442695040888963407U;
+            return (seed >> 33U) % n;
+        };
+        for (std::int64_t t = 1; t <= 2000; ++t) {
+            const Run run{t, static_cast<std::int64_t>(next(5)) + 1};
+            if (fused.size() >= cap) {
+                apart.append(run);
+                apart.mergeOldest();
+                fused.appendMergingOldest(run);
+            } else {
+                apart.append(run);
+                fused.append(run);
+            }
+            if (next(16) == 0) {  // an expiry of a few of the oldest
+                const std::size_t n = next(fused.size() + 1);
+                apart.eraseFront(n);
+                fused.eraseFront(n);
+            }
+            if (next(16) == 0 && !fused.empty()) {  // a refund of part of the newest
+                const std::int64_t n = static_cast<std::int64_t>(
+                                           next(static_cast<std::uint64_t>(fused.back().count))) +
+                                       1;
+                apart.takeFromNewest(n);
+                fused.takeFromNewest(n);
+            }
+            REQUIRE(fused.size() == apart.size());
+            REQUIRE(fused.size() <= cap);
+            std::int64_t sum = 0;
+            for (std::size_t i = 0; i < fused.size(); ++i) {
+                REQUIRE(fused[i].time == apart[i].time);
+                REQUIRE(fused[i].count == apart[i].count);
+                sum += fused[i].count;
+            }
+            REQUIRE(fused.total() == sum);
+            REQUIRE(apart.total() == sum);
+        }
+    }
+}
+
+TEST_CASE("RunLog: a log capped at one run merges in place", "[run_log]") {
+    // `maxRunsPerKey` = 1: the new run takes the one run's count, and nothing is allocated.
+    Runs v;
+    v.append(Run{1, 2});
+    v.appendMergingOldest(Run{5, 3});
+    CHECK(heldInPlace(v));
+    REQUIRE(v.size() == 1);
+    CHECK(v[0].time == 5);
+    CHECK(v[0].count == 5);
+    CHECK(v.total() == 5);
+}

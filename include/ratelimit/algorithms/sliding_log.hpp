@@ -35,19 +35,14 @@ struct SlidingLogModel : WindowKind, ModelNames<"sliding_log", 2, "runs"> {
         Runs runs;
     };
 
-    static Decision step(State& state, const Quota& q, Tick now, std::int64_t cost) {
+    /// Inline, and each path one call: out of line, its frame (six registers saved for the
+    /// step back's log) cost a hot key more than the test it makes.
+    RATELIMIT_INLINE static Decision step(State& state, const Quota& q, Tick now,
+                                          std::int64_t cost) {
         if (state.runs.empty() || now >= state.runs.back().time) {
             return stepAt(state.runs, q, now, cost);
         }
-        // A step back: the call is answered from the log moved so that its newest entry sits at
-        // `now`, so its waits are those of the log it leaves. The move is written even by a
-        // refusal; a peek or a cost above the capacity writes nothing.
-        Runs moved = movedBack(state.runs, q, now);
-        const Decision d = stepAt(moved, q, now, cost);
-        if (cost >= 1 && cost <= q.count) {
-            state.runs = std::move(moved);
-        }
-        return d;
+        return stepBack(state, q, now, cost);
     }
 
     /// Gives back up to `cost` of the entries still counting at `now` (`Limiter::refund`), the
@@ -215,6 +210,19 @@ end
     }
 
 private:
+    /// A step back: the call is answered from the log moved so that its newest entry sits at
+    /// `now`, so its waits are those of the log it leaves. The move is written even by a
+    /// refusal; a peek or a cost above the capacity writes nothing.
+    RATELIMIT_COLD static Decision stepBack(State& state, const Quota& q, Tick now,
+                                            std::int64_t cost) {
+        Runs moved = movedBack(state.runs, q, now);
+        const Decision d = stepAt(moved, q, now, cost);
+        if (cost >= 1 && cost <= q.count) {
+            state.runs = std::move(moved);
+        }
+        return d;
+    }
+
     /// The step at a time no earlier than the newest run. Out of line, where GCC used to put
     /// it: one copy serves both of `step`'s calls, and the sliding log's step keeps its shape
     /// whatever the inlining budget of the code around it.
@@ -272,9 +280,10 @@ private:
             runs.addToNewest(cost);
             return;
         }
-        runs.append(Run{now, cost});
-        if (static_cast<std::int64_t>(runs.size()) > maxRuns) {
-            runs.mergeOldest();
+        if (static_cast<std::int64_t>(runs.size()) >= maxRuns) {
+            runs.appendMergingOldest(Run{now, cost});  // the two oldest merge: the size stays
+        } else {
+            runs.append(Run{now, cost});
         }
     }
 };

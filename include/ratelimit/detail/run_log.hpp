@@ -164,6 +164,27 @@ public:
         }
     }
 
+    /// `append(run)` then `mergeOldest()` (the log is not empty), in one pass: a full log takes
+    /// this path on every call at a new time, and the two apart re-encode the tail word twice.
+    void appendMergingOldest(const LogRun& run) {
+        RATELIMIT_ASSUME(run.count >= 1);
+        if (!onHeap()) {
+            word_ = LogRun{run.time, word_.count + run.count};  // the one run, merged into
+            return;
+        }
+        const std::size_t held = size();
+        if (front() + held == capacity()) {
+            makeRoom();
+        }
+        LogRun* const data = heapData();
+        data[held] = run;
+        data[1].count += data[0].count;
+        data[0].count = data[-1].count + run.count;  // the oldest's slot takes the total
+        LogRun* const first = data + 1;
+        std::memcpy(&word_.time, &first, kPointerBytes);
+        word_.count += std::int64_t{1} << (32U + kFrontShift);  // one more free slot in front
+    }
+
     /// Adds the oldest run's count to the second oldest and drops the oldest (two runs or more):
     /// the total stays.
     void mergeOldest() noexcept {
