@@ -2,6 +2,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <sched.h>
+#include <time.h>
 
 #include <ratelimit/detail/inline.hpp>
 #include <ratelimit/detail/thread_annotations.hpp>
@@ -10,8 +12,8 @@ namespace ratelimit {
 inline namespace v1 {
 namespace detail {
 
-/// How a waiter for a slot's lock spins before it sleeps: it looks at the lock after 1, 2, 4 …
-/// 32 pauses (12 looks, 255 pauses in all, about 4 µs). A waiter that looked on every pause took
+/// How a waiter for a lock spins before it gives its core away: it looks at the lock after 1, 2, 4
+/// … 32 pauses (12 looks, 255 pauses in all, about 4 µs). A waiter that looked on every pause took
 /// the lock's line from the holder, whose step and unlock then waited for it to come back: two
 /// threads on one key took 0.41–0.94× the time per check once it backed off. True as soon as
 /// `acquire()` does; false when the spin ends first.
@@ -81,14 +83,23 @@ private:
     std::atomic<std::uint32_t> state_{0};
 };
 
-/// A table slot's lock and the length of its key, in one byte: bits 2–7 the length (0 … 63),
-/// bits 0–1 the lock's state as in `SlotLock` (0 free, 1 held, 2 held with possible sleepers).
-/// A lookup locks only a slot whose key has its own key's length, so one compare-and-swap both
-/// filters and locks, and the length takes no byte of the slot. Only a holder changes the
-/// length; a waiter that sees it change gives up, the slot now being another key's.
+/// A table slot's lock and the length of its key, in one byte: bits 1–7 the length (0 … 127),
+/// bit 0 the lock. A lookup locks only a slot whose key has its own key's length, so one
+/// compare-and-swap both filters and locks, and the length takes no byte of the slot. Only a
+/// holder changes the length; a waiter that sees it change gives up, the slot now being another
+/// key's.
+///
+/// Unlocking is a plain store: a lock that wakes sleepers must read their mark in the same
+/// atomic step that frees it (an exchange), and on x86 that locked instruction was 9–11 % of a
+/// window's step on one hot key (bench/README.md, "The slot's unlock"). So nothing sleeps on the
+/// slot: a waiter spins (`spinUntil`), then gives its core away between looks, first by
+/// yielding, then in naps of 1 µs doubling up to 128 µs. The sections it guards take tens of
+/// nanoseconds; a waiter naps only while the holder is off its core, and costs no CPU meanwhile
+/// but a look per nap.
 class RATELIMIT_CAPABILITY("mutex") SlotMeta {
 public:
-    static constexpr unsigned kMaxLength = 63;
+    static constexpr unsigned kMaxLength = 127;
+    static constexpr long kLongestNapNanos = 128'000;  // NOLINT(google-runtime-int): timespec's
 
     /// Locks the slot when its key has `length` bytes; false, without locking, otherwise.
     RATELIMIT_INLINE bool lockIfLength(std::uint8_t length) noexcept RATELIMIT_TRY_ACQUIRE(true) {
@@ -102,7 +113,7 @@ public:
     /// Locks the slot, whatever its key.
     void lock() noexcept RATELIMIT_ACQUIRE() {
         std::uint8_t seen = state_.load(std::memory_order_relaxed);
-        if ((seen & kLockBits) != 0 ||
+        if ((seen & kHeld) != 0 ||
             !state_.compare_exchange_strong(seen, seen | kHeld, std::memory_order_acquire)) {
             lockContended(kAnyLength);
         }
@@ -110,16 +121,15 @@ public:
 
     bool try_lock() noexcept RATELIMIT_TRY_ACQUIRE(true) {
         std::uint8_t seen = state_.load(std::memory_order_relaxed);
-        return (seen & kLockBits) == 0 &&
+        return (seen & kHeld) == 0 &&
                state_.compare_exchange_strong(seen, seen | kHeld, std::memory_order_acquire);
     }
 
+    /// While the lock is held no other thread writes the byte: a waiter's compare-and-swap
+    /// fails on the held bit.
     RATELIMIT_INLINE void unlock() noexcept RATELIMIT_RELEASE() {
-        const auto free =
-            static_cast<std::uint8_t>(state_.load(std::memory_order_relaxed) & ~kLockBits);
-        if ((state_.exchange(free, std::memory_order_release) & kLockBits) == kSleepers) {
-            wake();
-        }
+        const std::uint8_t held = state_.load(std::memory_order_relaxed);
+        state_.store(static_cast<std::uint8_t>(held & ~kHeld), std::memory_order_release);
     }
 
     /// The key's length. Stable while the lock is held.
@@ -127,63 +137,50 @@ public:
         return static_cast<std::uint8_t>(state_.load(std::memory_order_relaxed) >> kLengthShift);
     }
 
-    /// Gives the slot a key of `length` bytes (at most kMaxLength). The caller holds the lock;
-    /// a waiter may mark it meanwhile, so the lock's bits are kept.
+    /// Gives the slot a key of `length` bytes (at most kMaxLength). The caller holds the lock.
     void setLength(std::uint8_t length) noexcept RATELIMIT_REQUIRES(this) {
-        std::uint8_t seen = state_.load(std::memory_order_relaxed);
-        while (!state_.compare_exchange_weak(
-            seen, static_cast<std::uint8_t>((length << kLengthShift) | (seen & kLockBits)),
-            std::memory_order_relaxed)) {
-        }
+        state_.store(static_cast<std::uint8_t>((length << kLengthShift) | kHeld),
+                     std::memory_order_relaxed);
     }
 
 private:
-    static constexpr unsigned kLengthShift = 2;
-    static constexpr std::uint8_t kLockBits = 3;
+    static constexpr unsigned kLengthShift = 1;
     static constexpr std::uint8_t kHeld = 1;
-    static constexpr std::uint8_t kSleepers = 2;
     static constexpr int kAnyLength = -1;
+    static constexpr int kYields = 16;
 
-    /// Spins (`spinUntil`), then sleeps, until it holds the lock (true) or, waiting for a key
-    /// of `length` bytes, sees the slot given a key of another length (false).
+    /// Waits until it holds the lock (true) or, waiting for a key of `length` bytes, sees the
+    /// slot given a key of another length (false).
     RATELIMIT_COLD bool lockContended(int length) noexcept {
-        const auto other = [&](std::uint8_t seen) {
-            return length != kAnyLength && (seen >> kLengthShift) != length;
-        };
         bool mine = false;
-        if (spinUntil([&] {
-                std::uint8_t seen = state_.load(std::memory_order_relaxed);
-                if (other(seen)) {
-                    return true;
-                }
-                mine = (seen & kLockBits) == 0 &&
-                       state_.compare_exchange_weak(seen, seen | kHeld, std::memory_order_acquire);
-                return mine;
-            })) {
+        const auto settled = [&] {
+            std::uint8_t seen = state_.load(std::memory_order_relaxed);
+            if (length != kAnyLength && (seen >> kLengthShift) != length) {
+                return true;  // another key's slot now
+            }
+            mine = (seen & kHeld) == 0 &&
+                   state_.compare_exchange_weak(seen, seen | kHeld, std::memory_order_acquire);
+            return mine;
+        };
+        if (spinUntil(settled)) {
             return mine;
         }
-        // Sleeps in state 2, and takes the lock in state 2: whoever it overtook may sleep too.
-        for (;;) {
-            std::uint8_t seen = state_.load(std::memory_order_relaxed);
-            if (other(seen)) {
-                return false;
+        for (int i = 0; i < kYields; ++i) {
+            sched_yield();
+            if (settled()) {
+                return mine;
             }
-            const auto sleeping = static_cast<std::uint8_t>((seen & ~kLockBits) | kSleepers);
-            if ((seen & kLockBits) == 0) {
-                if (state_.compare_exchange_weak(seen, sleeping, std::memory_order_acquire)) {
-                    return true;
-                }
-                continue;
-            }
-            if ((seen & kLockBits) == kSleepers ||
-                state_.compare_exchange_weak(seen, sleeping, std::memory_order_relaxed)) {
-                state_.wait(sleeping, std::memory_order_relaxed);
+        }
+        // <thread>'s sleep_for would add <stop_token> and <semaphore> to every includer.
+        for (timespec nap{0, 1'000};; nap.tv_nsec = nap.tv_nsec < kLongestNapNanos / 2
+                                                        ? 2 * nap.tv_nsec
+                                                        : kLongestNapNanos) {
+            nanosleep(&nap, nullptr);
+            if (settled()) {
+                return mine;
             }
         }
     }
-
-    /// Every sleeper wakes: some wait for a key that is no longer the slot's, and give up.
-    RATELIMIT_COLD void wake() noexcept { state_.notify_all(); }
 
     std::atomic<std::uint8_t> state_{0};
 };
