@@ -377,8 +377,10 @@ TEST_CASE("RunLog: appendMergingOldest is an append and a merge of the oldest, i
             return (seed >> 33U) % n;
         };
         for (std::int64_t t = 1; t <= 2000; ++t) {
+            // A live limit change halves the cap halfway: the logs then hold more runs than it.
+            const std::size_t capNow = t <= 1000 ? cap : std::max<std::size_t>(1, cap / 2);
             const Run run{t, static_cast<std::int64_t>(next(5)) + 1};
-            if (fused.size() >= cap) {
+            if (fused.size() >= capNow) {
                 apart.append(run);
                 apart.mergeOldest();
                 fused.appendMergingOldest(run);
@@ -412,7 +414,7 @@ TEST_CASE("RunLog: appendMergingOldest is an append and a merge of the oldest, i
     }
 }
 
-TEST_CASE("RunLog: a log capped at one run merges in place", "[run_log]") {
+TEST_CASE("RunLog: a log capped at one run merges in place, or in its room", "[run_log]") {
     // `maxRunsPerKey` = 1: the new run takes the one run's count, and nothing is allocated.
     Runs v;
     v.append(Run{1, 2});
@@ -422,4 +424,23 @@ TEST_CASE("RunLog: a log capped at one run merges in place", "[run_log]") {
     CHECK(v[0].time == 5);
     CHECK(v[0].count == 5);
     CHECK(v.total() == 5);
+
+    // A log that held more runs keeps its room: its one run merges there, moving down to the
+    // room's start when it reaches the room's end.
+    Runs w;
+    w.append(Run{1, 1});
+    w.append(Run{2, 2});
+    w.eraseFront(1);
+    REQUIRE_FALSE(heldInPlace(w));
+    REQUIRE(w.size() == 1);
+    std::int64_t total = 2;
+    for (std::int64_t t = 3; t < 20; ++t) {
+        w.appendMergingOldest(Run{t, t});
+        total += t;
+        REQUIRE(w.size() == 1);
+        REQUIRE(w.capacity() == 2);
+        CHECK(w[0].time == t);
+        CHECK(w[0].count == total);
+        CHECK(w.total() == total);
+    }
 }

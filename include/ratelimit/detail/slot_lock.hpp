@@ -3,7 +3,7 @@
 #include <atomic>
 #include <cstdint>
 #include <sched.h>
-#include <time.h>
+#include <time.h>  // NOLINT(modernize-deprecated-headers): nanosleep is POSIX, here
 
 #include <ratelimit/detail/inline.hpp>
 #include <ratelimit/detail/thread_annotations.hpp>
@@ -90,16 +90,17 @@ private:
 /// key's.
 ///
 /// Unlocking is a plain store: a lock that wakes sleepers must read their mark in the same
-/// atomic step that frees it (an exchange), and on x86 that locked instruction was 9–11 % of a
+/// atomic step that frees it (an exchange), and on x86 that locked instruction was 9–12 % of a
 /// window's step on one hot key (bench/README.md, "The slot's unlock"). So nothing sleeps on the
-/// slot: a waiter spins (`spinUntil`), then gives its core away between looks, first by
-/// yielding, then in naps of 1 µs doubling up to 128 µs. The sections it guards take tens of
-/// nanoseconds; a waiter naps only while the holder is off its core, and costs no CPU meanwhile
-/// but a look per nap.
+/// slot to be woken: a waiter spins (`spinUntil`), then gives its core away between looks, first
+/// by yielding, then in naps of 1 µs doubling up to 128 µs (the kernel's timer slack, 50 µs by
+/// default, lengthens the short ones). Most steps hold the lock for tens of nanoseconds, so a
+/// waiter naps only while the holder is off its core or runs a long step (a sliding log of many
+/// runs stepping back). The price: a napping waiter sees the release up to a nap late, and no
+/// waiter is served in order.
 class RATELIMIT_CAPABILITY("mutex") SlotMeta {
 public:
     static constexpr unsigned kMaxLength = 127;
-    static constexpr long kLongestNapNanos = 128'000;  // NOLINT(google-runtime-int): timespec's
 
     /// Locks the slot when its key has `length` bytes; false, without locking, otherwise.
     RATELIMIT_INLINE bool lockIfLength(std::uint8_t length) noexcept RATELIMIT_TRY_ACQUIRE(true) {
@@ -148,6 +149,8 @@ private:
     static constexpr std::uint8_t kHeld = 1;
     static constexpr int kAnyLength = -1;
     static constexpr int kYields = 16;
+    static constexpr long kFirstNapNanos = 1'000;  // timespec's type
+    static constexpr long kLongestNapNanos = 128'000;
 
     /// Waits until it holds the lock (true) or, waiting for a key of `length` bytes, sees the
     /// slot given a key of another length (false).
@@ -172,13 +175,13 @@ private:
             }
         }
         // <thread>'s sleep_for would add <stop_token> and <semaphore> to every includer.
-        for (timespec nap{0, 1'000};; nap.tv_nsec = nap.tv_nsec < kLongestNapNanos / 2
-                                                        ? 2 * nap.tv_nsec
-                                                        : kLongestNapNanos) {
+        timespec nap{0, kFirstNapNanos};
+        for (;;) {
             nanosleep(&nap, nullptr);
             if (settled()) {
                 return mine;
             }
+            nap.tv_nsec = nap.tv_nsec < kLongestNapNanos / 2 ? 2 * nap.tv_nsec : kLongestNapNanos;
         }
     }
 
