@@ -84,17 +84,18 @@ struct RedisStorageOptions {
     /// the breaker is closed and no call failed for `breakerBackoff`. Must not throw.
     std::function<void(const StoreEvent&)> onEvent{};
     /// Concurrent calls share connections (pipelining): a caller queues its request on a
-    /// connection; the first caller to find that connection idle writes every queued
-    /// request in one write, reads the replies in order and hands each caller its own,
-    /// while the others wait within their own deadline. No thread of the library's own.
-    /// A request sent at most once, a late reply never given to another caller and a
-    /// connection that saw an error closed hold as without it; a timeout or an I/O error
-    /// of a shared connection fails every request in flight on it. Default true; false:
-    /// one caller per pooled connection at a time.
+    /// connection; the first caller to find no one writing on it writes every queued request
+    /// in one write, without waiting for the replies of earlier writes; a caller whose
+    /// request is written and finds no one reading reads the replies in order and hands each
+    /// caller its own, until it has its own. The others wait within their own deadline. No
+    /// thread of the library's own. A request sent at most once, a late reply never given to
+    /// another caller and a connection that saw an I/O error closed hold as without it; an
+    /// I/O error of a shared connection fails every request in flight on it, and a caller
+    /// whose deadline passes fails alone. Default true; false: one caller per pooled
+    /// connection at a time.
     bool pipelining = true;
     /// With pipelining: the connections the callers share, 1 … 1024; at most `poolSize`
-    /// are used. Default 2: one batch is written while the other's replies are on their
-    /// way, and each write still gathers the requests of several callers.
+    /// are used. Default 2.
     std::size_t pipelineConnections = 2;
     /// With pipelining: the most requests one write carries, 1 … 65536. Default 64.
     std::size_t maxPipeline = 64;

@@ -11,6 +11,7 @@
 // checks after join. Every wait is bounded.
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -91,6 +92,39 @@ private:
     mutable std::mutex mutex_;
     std::string first_;
     int count_ = 0;
+};
+
+/// Keeps `server` busy for `busy` from another client of its own with a script, so it reads
+/// no request and sends no reply meanwhile; joins on destruction.
+class BusyServer {
+public:
+    BusyServer(const rt::RedisServer& server, std::chrono::milliseconds busy)
+        : raw_(server.connect()) {
+        REQUIRE(raw_ != nullptr);
+        REQUIRE(raw_->err == 0);
+        constexpr const char* kBusy = R"lua(
+local t = redis.call('TIME')
+local start = t[1] * 1000000 + t[2]
+while true do
+    local n = redis.call('TIME')
+    if n[1] * 1000000 + n[2] - start > tonumber(ARGV[1]) then return 1 end
+end)lua";
+        const std::string micros =
+            std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(busy).count());
+        thread_ = std::thread([this, micros] {
+            rt::command(raw_.get(), {"EVAL", kBusy, "0", micros});
+        });
+        std::this_thread::sleep_for(50ms);  // the script runs
+    }
+    BusyServer(const BusyServer&) = delete;
+    BusyServer& operator=(const BusyServer&) = delete;
+    BusyServer(BusyServer&&) = delete;
+    BusyServer& operator=(BusyServer&&) = delete;
+    ~BusyServer() { thread_.join(); }
+
+private:
+    rt::RedisContextPtr raw_;
+    std::thread thread_;
 };
 
 }  // namespace
@@ -297,7 +331,7 @@ TEST_CASE("Redis pipeline: a server paused under 8 threads: deadlines kept, no s
 }
 
 TEST_CASE(
-    "Redis pipeline: a caller whose deadline passes fails alone; one queued behind it goes on",
+    "Redis pipeline: a caller whose deadline passes fails alone; one written behind it goes on",
     "[redis_pipeline][redis][faults]") {
     const auto server = startServer();
     if (!server) {
@@ -312,19 +346,8 @@ TEST_CASE(
                   limiterOptions("second", FailurePolicy::kThrow)};
     REQUIRE(second.tryAcquire("warm", 1).remaining == 6);  // the connection is open
 
-    // Another client keeps the server busy for 700 ms with a script.
-    const rt::RedisContextPtr raw{server->connect()};
-    REQUIRE(raw != nullptr);
-    REQUIRE(raw->err == 0);
-    constexpr const char* kBusy = R"lua(
-local t = redis.call('TIME')
-local start = t[1] * 1000000 + t[2]
-while true do
-    local n = redis.call('TIME')
-    if n[1] * 1000000 + n[2] - start > 700000 then return 1 end
-end)lua";
-    std::thread busy([&] { rt::command(raw.get(), {"EVAL", kBusy, "0"}); });
-    std::this_thread::sleep_for(50ms);
+    std::optional<BusyServer> busy;
+    busy.emplace(*server, 700ms);
 
     // A: sent at once, answered only after the script, past A's deadline.
     std::string firstError;
@@ -340,7 +363,8 @@ end)lua";
         firstTook = SteadyTime::now() - t0;
     });
     std::this_thread::sleep_for(250ms);
-    // B: queued behind A on the one connection; its deadline is 250 ms after A's.
+    // B: written behind A on the one connection (no one is writing); its deadline is 250 ms
+    // after A's. A's reply, read after A gave up, goes to no one; B's comes after it.
     std::optional<Decision> secondDecision;
     std::string secondError;
     std::thread callerB([&] {
@@ -352,7 +376,7 @@ end)lua";
     });
     callerA.join();
     callerB.join();
-    busy.join();
+    busy.reset();
 
     INFO("first took " << std::chrono::duration_cast<std::chrono::milliseconds>(firstTook).count()
                        << " ms: " << firstError);
@@ -378,4 +402,53 @@ end)lua";
     REQUIRE(a.has_value());
     INFO(describe(*a));
     CHECK((a->remaining == 10 || a->remaining == 7));
+}
+
+TEST_CASE("Redis pipeline: writes do not wait for the replies of earlier writes",
+          "[redis_pipeline][redis]") {
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    const RedisStorage storage{
+        {.unixSocket = server->unixSocket(), .timeout = 5s, .pipelineConnections = 1}};
+    Bucket limiter{Limit::perHour(10), storage, RedisServerClock{},
+                   limiterOptions("early", FailurePolicy::kThrow)};
+    REQUIRE(limiter.tryAcquire("warm", 1).remaining == 9);  // the connection is open
+
+    std::optional<BusyServer> busy;  // no reply comes meanwhile
+    busy.emplace(*server, 600ms);
+    const RedisStats before = storage.stats();
+
+    // Four callers, one after another, each with a key and a cost of its own: each one's
+    // request is written while the ones before it wait for their replies.
+    constexpr std::size_t kCallers = 4;
+    const auto cost = [](std::size_t c) { return static_cast<std::int64_t>(c) + 1; };
+    std::array<std::optional<Decision>, kCallers> decisions{};
+    std::vector<std::thread> callers;
+    callers.reserve(kCallers);
+    for (std::size_t c = 0; c < kCallers; ++c) {
+        callers.emplace_back([&, c] {
+            try {
+                decisions[c] = limiter.tryAcquire("k" + std::to_string(c), cost(c));
+            } catch (const StoreException&) {
+            }
+        });
+        std::this_thread::sleep_for(50ms);
+    }
+    const RedisStats whileBusy = storage.stats();
+    for (std::thread& t : callers) {
+        t.join();
+    }
+    busy.reset();
+
+    INFO(describe(before) << " " << describe(whileBusy) << " " << describe(storage.stats()));
+    // Waiting for the first reply before the next write would have made one write by now
+    // (each caller finds no one writing, so it is one write each, unless two coincide).
+    CHECK(whileBusy.writes - before.writes >= 2);
+    for (std::size_t c = 0; c < kCallers; ++c) {
+        INFO("caller " << c);
+        REQUIRE(decisions[c].has_value());
+        CHECK((decisions[c]->allowed && decisions[c]->remaining == 10 - cost(c)));
+    }
 }

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -166,9 +167,11 @@ inline bool closesConnection(const redisReply& reply) {
 
 /// One connection to Redis: our own non-blocking socket (every wait bounded by the call's
 /// deadline, writes with MSG_NOSIGNAL so no SIGPIPE is ever raised) and hiredis's reply
-/// parser. A connection that saw any error is dropped by its owner, never reused: a late
-/// reply would otherwise be read as the next caller's.
-/// Thread safety: not thread-safe; the pool hands it to one caller at a time.
+/// parser. A connection that saw an I/O error is dropped by its owner, never reused; so is one
+/// whose call timed out, unless its owner keeps the late reply's place in the order of replies
+/// (a pipeline): it would otherwise be read as the next caller's.
+/// Thread safety: not thread-safe, except that one thread may send while another receives
+/// (a pipeline's writer and reader), and `interrupt` may be called from any thread.
 class RedisConnection {
 public:
     RedisConnection(const RedisConnection&) = delete;
@@ -276,7 +279,9 @@ public:
             status = {StoreError::kProtocol, "unparsable reply"};
             return nullptr;
         }
-        answered_ = answered_ || reply != nullptr;
+        if (reply != nullptr) {
+            answered_.store(true, std::memory_order_relaxed);
+        }
         return ReplyPtr(static_cast<redisReply*>(reply));
     }
 
@@ -289,7 +294,7 @@ public:
                 return nullptr;
             }
             if (reply != nullptr) {
-                answered_ = true;
+                answered_.store(true, std::memory_order_relaxed);
                 return ReplyPtr(static_cast<redisReply*>(reply));
             }
             // Wait first: right after a write the reply is rarely there yet, and a recv that
@@ -329,7 +334,14 @@ public:
     }
 
     /// It has carried a reply: the server accepted and served it.
-    [[nodiscard]] bool answered() const noexcept { return answered_; }
+    [[nodiscard]] bool answered() const noexcept {
+        return answered_.load(std::memory_order_relaxed);
+    }
+
+    /// Ends every wait on the connection at once, in both directions, from any thread: a
+    /// pipeline's writer and reader use it at the same time, and one that finds it failed cuts
+    /// the other's wait short. The descriptor stays open until the connection is destroyed.
+    void interrupt() const noexcept { ::shutdown(fd_, SHUT_RDWR); }
 
     /// Marks the end of a use: the time `stale()` measures idleness from.
     void idleFrom(std::chrono::steady_clock::time_point now) noexcept { idleSince_ = now; }
@@ -402,7 +414,7 @@ private:
 
     int fd_ = -1;
     redisReader* reader_ = nullptr;
-    bool answered_ = false;
+    std::atomic<bool> answered_{false};                  // set by a reader, read by a writer
     std::chrono::steady_clock::time_point idleSince_{};  // the epoch: a new connection is checked
 };
 
