@@ -347,7 +347,7 @@ TEST_CASE(
     REQUIRE(second.tryAcquire("warm", 1).remaining == 6);  // the connection is open
 
     std::optional<BusyServer> busy;
-    busy.emplace(*server, 700ms);
+    busy.emplace(*server, 800ms);
 
     // A: sent at once, answered only after the script, past A's deadline.
     std::string firstError;
@@ -417,37 +417,51 @@ TEST_CASE("Redis pipeline: writes do not wait for the replies of earlier writes"
     REQUIRE(limiter.tryAcquire("warm", 1).remaining == 9);  // the connection is open
 
     std::optional<BusyServer> busy;  // no reply comes meanwhile
-    busy.emplace(*server, 600ms);
+    busy.emplace(*server, 1000ms);
+    const auto busySince = SteadyTime::now();
     const RedisStats before = storage.stats();
+    const auto writesSince = [&] { return storage.stats().writes - before.writes; };
+    const auto waitForWrites = [&](std::uint64_t n) {
+        const auto until = SteadyTime::now() + 400ms;
+        while (writesSince() < n && SteadyTime::now() < until) {
+            std::this_thread::sleep_for(1ms);
+        }
+    };
 
-    // Four callers, one after another, each with a key and a cost of its own: each one's
-    // request is written while the ones before it wait for their replies.
+    // The first caller, then three more once its request is written, each with a key and a
+    // cost of its own: their requests are written while the first waits for its reply.
     constexpr std::size_t kCallers = 4;
     const auto cost = [](std::size_t c) { return static_cast<std::int64_t>(c) + 1; };
     std::array<std::optional<Decision>, kCallers> decisions{};
+    std::array<std::string, kCallers> errors{};
     std::vector<std::thread> callers;
     callers.reserve(kCallers);
     for (std::size_t c = 0; c < kCallers; ++c) {
         callers.emplace_back([&, c] {
             try {
                 decisions[c] = limiter.tryAcquire("k" + std::to_string(c), cost(c));
-            } catch (const StoreException&) {
+            } catch (const StoreException& e) {
+                errors[c] = e.what();
             }
         });
-        std::this_thread::sleep_for(50ms);
+        if (c == 0) {
+            waitForWrites(1);
+        }
     }
+    waitForWrites(2);
     const RedisStats whileBusy = storage.stats();
+    const bool stillBusy = SteadyTime::now() - busySince < 900ms;
     for (std::thread& t : callers) {
         t.join();
     }
     busy.reset();
 
     INFO(describe(before) << " " << describe(whileBusy) << " " << describe(storage.stats()));
-    // Waiting for the first reply before the next write would have made one write by now
-    // (each caller finds no one writing, so it is one write each, unless two coincide).
+    // Waiting for the first reply before the next write would have made one write by now.
+    REQUIRE(stillBusy);
     CHECK(whileBusy.writes - before.writes >= 2);
     for (std::size_t c = 0; c < kCallers; ++c) {
-        INFO("caller " << c);
+        INFO("caller " << c << ": " << errors[c]);
         REQUIRE(decisions[c].has_value());
         CHECK((decisions[c]->allowed && decisions[c]->remaining == 10 - cost(c)));
     }

@@ -44,9 +44,11 @@ namespace detail {
 ///   whoever reads, and dropped.
 /// - A transport error or an unparsable reply fails every written request not yet answered on
 ///   that connection (kOutcomeUnknown) and closes it; so does a write that timed out once any
-///   of its bytes left. A request none of whose bytes left is not sent: it fails with the
-///   write's error, or, when the connection broke after the server had served it
-///   (`worthReconnecting`), goes once more on a new one.
+///   of its bytes left. A request none of whose bytes left is not sent: when the connection
+///   broke after the server had served it (`worthReconnecting`), it goes once more on a new
+///   one; when the write timed out, it is queued again unless its caller's deadline passed;
+///   else it fails with the write's error.
+/// - A connection left holding only replies no one waits for is closed.
 /// - The connection that failed is replaced at once when it broke after serving requests, and
 ///   the requests it failed then tell the breaker that the server is up (`IoStatus::serverUp`).
 /// - An error reply that says the link is unusable (auth, protocol, busy) closes the connection
@@ -116,6 +118,7 @@ private:
         Deadline deadline{};
         State state = State::kQueued;
         std::uint64_t seq = 0;  // its place in its lane's replies once written
+        bool resent = false;    // taken back unsent once, to go on a new connection
         ReplyPtr reply;
         IoStatus status;
         Waker* wake = nullptr;  // the pipeline's, lent for the call
@@ -238,17 +241,14 @@ private:
         if (!ok) {
             unsend(lane, batchStart, status, sent);
         }
-        if (own == nullptr) {
-            return;  // the reader goes on reading
-        }
-        if (lane.failed) {
+        if (own != nullptr && lane.failed) {
             if (lane.reading) {
                 lane.readerWake->notify_one();  // it waits for this write to end (`read`)
             } else {
                 settle(lane, deadline, lock);
             }
         }
-        // Else `own` is in flight, and its caller reads next if no one does.
+        // Else what it wrote is in flight, and `own`'s caller reads next if no one does.
         if (lane.writable() && !lane.pending.empty()) {
             wakeOutside(lane.pending.front()->wake, lock);  // queued during this write
         }
@@ -280,11 +280,17 @@ private:
         return false;
     }
 
-    /// After a failed write: the batch's requests none of whose bytes left come out of flight,
-    /// to go once more on a new connection when that is worth it, else failed with the
-    /// write's error; the connection retires, failed. Lock held.
+    /// After a failed write: the batch's requests none of whose bytes left come out of flight.
+    /// When the connection broke after the server had served it (`worthReconnecting`, judged
+    /// on the failure that came first), each goes once more, on a new connection. A write that
+    /// timed out before any byte left leaves the connection as it was, and queues again the
+    /// requests whose callers' deadlines have not passed. The others fail with the write's
+    /// error; any failure but that timeout fails the connection. Lock held.
     void unsend(Lane& lane, std::uint64_t batchStart, const IoStatus& status, std::size_t sent) {
-        const bool again = status.broken && lane.conn && lane.conn->answered();
+        const IoStatus& cause = lane.failed ? lane.failure : status;
+        const bool again = cause.broken && lane.conn && lane.conn->answered();
+        const bool stalled = sent == 0 && !status.broken && status.error == StoreError::kTimeout;
+        const auto now = std::chrono::steady_clock::now();
         std::vector<Request*> resend;
         while (lane.nextSeq > batchStart && lane.nextSeq > lane.firstSeq) {
             const std::size_t i = lane.nextSeq - 1 - batchStart;
@@ -298,15 +304,18 @@ private:
             if (r == nullptr) {
                 continue;
             }
-            if (again) {
+            if ((again && !r->resent) || (stalled && now < r->deadline)) {
                 r->state = State::kQueued;
+                r->resent = r->resent || again;
                 resend.push_back(r);
             } else {
                 finish(*r, status);
             }
         }
         lane.pending.insert(lane.pending.begin(), resend.rbegin(), resend.rend());
-        fail(lane, status);
+        if (!stalled) {
+            fail(lane, status);
+        }
     }
 
     /// Reads replies until `me`'s, or until its deadline, when it gives up alone: either way
@@ -326,12 +335,13 @@ private:
                 lane.replies.push_back(std::move(reply));
             }
             lock.lock();
-            if (status.ok() && lane.writable() && !lane.pending.empty()) {
-                write(lane, nullptr, me.deadline, lock);
-            }
             handOut(lane, me);
-            if (!status.ok() && std::chrono::steady_clock::now() < me.deadline) {
+            const bool late = std::chrono::steady_clock::now() >= me.deadline;
+            if (!status.ok() && !late) {
                 fail(lane, status);  // a transport error, not this caller's deadline
+            }
+            if (status.ok() && !late && lane.writable() && !lane.pending.empty()) {
+                write(lane, nullptr, me.deadline, lock);  // what queued while a write ran
             }
             if (lane.inFlight.empty()) {
                 conn.idleFrom(std::chrono::steady_clock::now());
@@ -397,9 +407,9 @@ private:
 
     /// When no one reads: fails what is in flight on a failed connection once no one writes
     /// either, replacing the connection (at once when that is worth it: `replaceBroken`);
-    /// else wakes a caller to read what is left to read; else closes a retiring connection
-    /// (unread replies of callers who gave up go with it); then, with no reader to come,
-    /// wakes a queued caller to write. Lock held, and let go while a new connection is made.
+    /// else wakes a caller to read what is left to read; else closes a retiring connection, or
+    /// one that holds only replies no one waits for (they go with it); then wakes a queued
+    /// caller to write. Lock held, and let go while a new connection is made.
     void settle(Lane& lane, Deadline deadline, std::unique_lock<std::mutex>& lock) {
         if (lane.reading) {
             return;
@@ -420,9 +430,10 @@ private:
             lane.retiring = false;
             failInFlight(lane, status);
         } else if (Request* next = lane.firstLive(); next != nullptr) {
-            wakeOutside(next->wake, lock);  // to read on, and to write what queued
-            return;
-        } else if (lane.retiring && !lane.writing) {
+            wakeOutside(next->wake, lock);  // to read on
+        } else if ((lane.retiring || !lane.inFlight.empty()) && !lane.writing) {
+            // Retiring, or holding only replies no one waits for: a new connection serves
+            // the next call, after the checks a connection with nothing in flight gets.
             lane.conn.reset();
             lane.inFlight.clear();
             lane.firstSeq = lane.nextSeq;
