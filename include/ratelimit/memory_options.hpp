@@ -23,6 +23,7 @@ struct MemoryStats {
     std::uint64_t spilledCalls = 0;  ///< calls answered from a spill entry
     std::uint64_t sweeps = 0;        ///< calls that swept
     std::uint64_t sweptSlots = 0;    ///< slots those calls examined (≤ kSweepPerCall each)
+    std::uint64_t movedKeys = 0;     ///< entries moved to their key's other group for a new key
 };
 
 /// Options of a `MemoryStorage` (`MemoryStorage::Options`). Fields only ever get added at the
@@ -30,7 +31,7 @@ struct MemoryStats {
 struct MemoryStorageOptions {
     /// Most live entries of each limiter of this storage (limiters of one name and algorithm
     /// share a table, and so this bound). 1 … 2^31. Each limiter's table grows with its keys up
-    /// to room for it: 16 slots per 12 keys.
+    /// to room for it: 16 slots per 13 keys.
     std::size_t maxKeys = 1'000'000;
     /// Spill entries per limiter, shared by keys that find no free entry. 1 … 2^16.
     std::size_t spillEntries = 64;

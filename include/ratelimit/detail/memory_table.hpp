@@ -3,8 +3,9 @@
 // The table behind one limiter of a `MemoryStorage`: groups of 16 slots, each with its own
 // lock (one byte, which also holds the length of the slot's key), found through two candidate
 // groups per key and byte tags and lengths that filter before any lock;
-// segments of groups that split in two as keys arrive, up to room for `maxKeys`; fresh entries
-// reused in place, a constant sweep per inserting call, spill entries at the bound.
+// segments of groups that split in two as keys arrive, up to room for `maxKeys`, after a key
+// moved to its other group could not make room; fresh entries reused in place, a constant sweep
+// per inserting call, spill entries at the bound.
 
 #include <array>
 #include <atomic>
@@ -297,9 +298,13 @@ struct StoredKey {
 };
 
 inline constexpr std::size_t kGroupSlots = 16;
-/// Tables are sized for this many keys of a group's 16 slots at `maxKeys`: with two candidate
-/// groups per key that load leaves spills at the bound vanishingly rare.
-inline constexpr std::size_t kKeysPerGroup = 12;
+/// Tables are sized for this many keys of a group's 16 slots at `maxKeys`. Two candidate groups
+/// per key, and a key moved to its other group when both are full (`displace`), fill a segment
+/// to 15.7–15.9 keys a group before a new key finds no room (measured over 20 seeds); at 13,
+/// a segment at the largest depth has room for 4.4 to 5.5 standard deviations above its share
+/// of `maxKeys` keys, so a key spills before the table holds `maxKeys` only rarely. (12 without
+/// moves left 47 bytes a token-bucket key at 10^6 keys; 13 leaves 44.)
+inline constexpr std::size_t kKeysPerGroup = 13;
 /// A table grows a segment of groups at a time. Segments hold about this many groups (fewer
 /// in small tables, more in tables of over 12 million keys, whose directory stops at
 /// 2^kMaxDirectoryDepth segments).
@@ -503,6 +508,7 @@ public:
         stats.spilledCalls += spilledCalls_.load(std::memory_order_relaxed);
         stats.sweeps += sweeps_.load(std::memory_order_relaxed);
         stats.sweptSlots += sweptSlots_.load(std::memory_order_relaxed);
+        stats.movedKeys += moves_.load(std::memory_order_relaxed);
     }
 
     [[nodiscard]] const QuotaOf<M>& quota() const noexcept override {
@@ -573,7 +579,7 @@ private:
         /// two looks through 2^32 changes of its group.
         std::atomic<std::uint32_t> tagChanges{0};
         // The header takes 40 bytes, 48 before a bucket's 16-byte aligned slots: a token
-        // bucket's group is 560 bytes, 47 per key at 12 keys a group.
+        // bucket's group is 560 bytes, 43 per key at 13 keys a group.
         std::array<Slot, kGroupSlots> slots{};
     };
 
@@ -638,8 +644,9 @@ private:
         return k;
     }
 
-    /// The directory entry of a stored key: what a split reads to tell the keys that move.
-    [[nodiscard]] std::size_t entryOf(const StoredKey& key) const noexcept {
+    /// Where a stored key lives: what a split reads to tell the keys that move, and a
+    /// displacement to find a key's other group.
+    [[nodiscard]] KeyPlacement placementOf(const StoredKey& key) const noexcept {
         Digest128 d{};
         if (key.length == StoredKey::kDigested) {
             std::memcpy(&d.low, key.bytes.data(), sizeof d.low);
@@ -649,7 +656,7 @@ private:
         }
         KeyPlacement p;
         placeKey(d, shape_, p);
-        return p.entry;
+        return p;
     }
 
     /// The segment that holds the key's entry, if it has one: a split moves keys from it only
@@ -1288,7 +1295,8 @@ private:
                 return;
             }
             found = revisit(x, y, k, r, seen, out);
-            if (!found && !hasRoom(x, y, hint) && !mayGrow(k)) {
+            if (!found && !hasRoom(x, y, hint) && !mayGrow(k) &&
+                (!belowMaxKeys() || displace(segment, x, y, Displace::kLook) == nullptr)) {
                 p = Placed::kFull;
             }
         });
@@ -1377,7 +1385,7 @@ private:
         withInsertLocks(segment, k, [&](Group& x, Group& y) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
             if (!holds(segment, k)) {
                 p = Placed::kMoved;
-            } else if (findOrClaim(x, y, k, r, seen, out)) {
+            } else if (findOrClaim(segment, x, y, k, r, seen, out)) {
                 p = Placed::kDone;
             } else {
                 depth = depths_[k.entry].load(std::memory_order_relaxed);
@@ -1406,11 +1414,12 @@ private:
         return runPlainCold(s.state, r);
     }
 
-    /// Finds or places the key in one of its groups: an existing entry first, then an empty
-    /// slot of the emptier group (the "power of two choices"), then a fresh entry; false when
-    /// both groups are full of keys in use, or the table holds `maxKeys`.
-    RATELIMIT_COLD bool findOrClaim(Group& x, Group& y, const Lookup& k, const Request& r,
-                                    const TagCounts& seen, Decision& out)
+    /// Finds or places the key in one of its groups (`x` and `y` of `segment`): an existing
+    /// entry first, then an empty slot of the emptier group (the "power of two choices"), then
+    /// a fresh entry, then a slot freed by moving another key to its other group (`displace`);
+    /// false when none is found, or the table holds `maxKeys`.
+    RATELIMIT_COLD bool findOrClaim(Group* segment, Group& x, Group& y, const Lookup& k,
+                                    const Request& r, const TagCounts& seen, Decision& out)
         RATELIMIT_REQUIRES(x.insertLock, y.insertLock) {
         if (revisit(x, y, k, r, seen, out)) {
             return true;
@@ -1419,7 +1428,101 @@ private:
         const bool xFirst = emptySlots(x) >= emptySlots(y);
         const bool empty = xFirst ? (claimEmpty(x, k, r, out) || claimEmpty(y, k, r, out))
                                   : (claimEmpty(y, k, r, out) || claimEmpty(x, k, r, out));
-        return empty || claimFresh(x, k, r, hint, out) || claimFresh(y, k, r, hint, out);
+        if (empty || claimFresh(x, k, r, hint, out) || claimFresh(y, k, r, hint, out)) {
+            return true;
+        }
+        if (!belowMaxKeys()) {
+            return false;  // a freed slot could not be claimed
+        }
+        Group* const freed = displace(segment, x, y, Displace::kMove);
+        return freed != nullptr && claimEmpty(*freed, k, r, out);
+    }
+
+    enum class Displace : bool { kLook, kMove };
+
+    /// For a key whose groups `x` and `y` of `segment` are full: finds a key of theirs whose
+    /// other group has an empty slot and, for `kMove`, moves it there (one step of cuckoo
+    /// hashing), so that a segment fills to about 15 keys a group before it splits, and a
+    /// table at `maxKeys` holds them in fewer groups (bench/README.md, "Memory: keys moved to
+    /// their other group"). Returns the group with a slot freed (for `kLook`, that would be),
+    /// or null. The other group's insert lock is only tried: it may be held by a call that
+    /// waits for `x`'s or `y`'s.
+    RATELIMIT_COLD Group* displace(Group* segment, Group& x, Group& y, Displace mode)
+        RATELIMIT_REQUIRES(x.insertLock, y.insertLock) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
+        for (Group* from : std::array<Group*, 2>{&x, &y}) {
+            const auto index = static_cast<std::uint64_t>(from - segment);
+            for (std::size_t i = 0; i < kGroupSlots; ++i) {
+                if (tagAt(*from, i) == 0) {
+                    continue;
+                }
+                // Stable under the group's insert lock: keys change only under it.
+                const KeyPlacement p =
+                    placementOf(StoredKey{from->meta[i].length(), from->slots[i].key.snapshot()});
+                const std::uint64_t other = p.groups[0] == index ? p.groups[1] : p.groups[0];
+                Group& to = segment[other];
+                if (&to == &x || &to == &y || emptySlots(to) == 0) {
+                    continue;
+                }
+                if (mode == Displace::kLook) {
+                    return from;
+                }
+                if (!to.insertLock.try_lock()) {
+                    continue;
+                }
+                const bool moved = moveKey(*from, i, to, p);
+                to.insertLock.unlock();
+                if (moved) {
+                    return from;
+                }
+            }
+        }
+        return nullptr;
+    }
+
+    /// Moves the key in slot i of `from` to an empty slot of `to`, its other group (its home
+    /// there when empty), as a split moves one: under both groups' insert locks and both
+    /// slots' locks, its new slot tagged before its old one is emptied, so a call that finds
+    /// the old one emptied looks again under the insert locks and finds the new one. A bucket's
+    /// old words stay sealed; its new ones are published to the key afresh. False when `to`
+    /// has no empty slot.
+    RATELIMIT_COLD bool moveKey(Group& from, std::size_t i, Group& to, const KeyPlacement& p)
+        RATELIMIT_REQUIRES(from.insertLock, to.insertLock) {
+        std::size_t j = p.home;
+        if (tagAt(to, j) != 0) {
+            j = kGroupSlots;
+            for (std::size_t w = 0; w < kTagWords && j == kGroupSlots; ++w) {
+                const std::uint64_t empty = zeroBytes(to.tags[w].load(std::memory_order_relaxed));
+                if (empty != 0) {
+                    j = w * kTagsPerWord + byteIndex(empty);
+                }
+            }
+        }
+        if (j == kGroupSlots) {
+            return false;
+        }
+        Slot& source = from.slots[i];
+        Slot& target = to.slots[j];
+        const SlotMetaGuard sourceGuard(from.meta[i]);
+        const SlotMetaGuard targetGuard(to.meta[j]);  // empty: no lookup locks it
+        if constexpr (kPairs) {
+            const WordPair words = sealWords(source.state);  // `source` stays sealed
+            (void)sealWords(target.state);
+            target.key.assign(source.key.snapshot());
+            to.meta[j].setLength(from.meta[i].length());
+            setTag(to, j, tagAt(from, i));
+            publishWords(target.state, decode(words), p);
+        } else {
+            target.key.assign(source.key.snapshot());
+            to.meta[j].setLength(from.meta[i].length());
+            target.state = std::move(source.state);
+            source.state = typename M::State{};
+            setTag(to, j, tagAt(from, i));
+        }
+        source.key.assign(KeyBytes{});
+        from.meta[i].setLength(0);
+        setTag(from, i, 0);
+        moves_.fetch_add(1, std::memory_order_relaxed);
+        return true;
     }
 
     static std::size_t emptySlots(const Group& g) noexcept {
@@ -1550,7 +1653,7 @@ private:
                 SlotMeta& fromMeta = segment[g].meta[i];
                 const SlotMetaGuard guard(fromMeta);
                 const StoredKey key{fromMeta.length(), from.key.snapshot()};
-                if (entryOf(key) < half) {
+                if (placementOf(key).entry < half) {
                     continue;
                 }
                 Slot& to = upper[g].slots[i];
@@ -1595,24 +1698,39 @@ private:
     /// only keys in use. Never waits for a lock: a busy slot is simply skipped.
     /// The latest time a key's state was written at: a pass over every slot and spill entry,
     /// each under its lock.
+    /// A key that moves while the pass runs, to its other group (`moveKey`) or to a new segment
+    /// (`split`, into a segment the pass did not count), may be passed over in both places: the
+    /// pass reads each group under its insert lock, which every move holds, and runs again when
+    /// a key moved or a segment was added meanwhile.
     RATELIMIT_COLD Tick latestWrite() RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
         Tick latest = kInt64Min;
         const auto seen = [&latest](const typename M::State& state) {
             const Tick t = M::lastWrite(state);
             latest = t > latest ? t : latest;
         };
-        const std::size_t count = segmentCount_.load(std::memory_order_acquire);
-        for (std::size_t s = 0; s < count; ++s) {
-            for (std::size_t gi = 0; gi < shape_.segmentGroups; ++gi) {
-                Group& g = segments_[s][gi];
-                for (std::size_t i = 0; i < kGroupSlots; ++i) {
-                    if (tagAt(g, i) == 0) {
-                        continue;
+        const auto changes = [this] {
+            return std::pair{moves_.load(std::memory_order_relaxed),
+                             segmentCount_.load(std::memory_order_acquire)};
+        };
+        for (auto before = changes();;) {
+            for (std::size_t s = 0; s < before.second; ++s) {
+                for (std::size_t gi = 0; gi < shape_.segmentGroups; ++gi) {
+                    Group& g = segments_[s][gi];
+                    const SlotGuard insert(g.insertLock);
+                    for (std::size_t i = 0; i < kGroupSlots; ++i) {
+                        if (tagAt(g, i) == 0) {
+                            continue;
+                        }
+                        const SlotMetaGuard guard(g.meta[i]);
+                        seen(heldState(g.slots[i].state));
                     }
-                    const SlotMetaGuard guard(g.meta[i]);
-                    seen(heldState(g.slots[i].state));
                 }
             }
+            const auto after = changes();
+            if (after == before) {
+                break;
+            }
+            before = after;
         }
         for (std::size_t i = 0; i < keyspace_->options.spillEntries; ++i) {
             const SlotGuard guard(spill_[i].lock);
@@ -1705,6 +1823,7 @@ private:
     std::atomic<std::uint64_t> sweepCursor_{0};
     std::atomic<std::uint64_t> sweeps_{0};
     std::atomic<std::uint64_t> sweptSlots_{0};
+    std::atomic<std::uint64_t> moves_{0};
     std::atomic<std::uint64_t> spilledCalls_{0};
     std::atomic<bool> spilling_{false};
     [[no_unique_address]] Probe probe_;  // no bytes, and no code, for NoSlotProbe
