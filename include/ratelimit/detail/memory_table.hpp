@@ -301,7 +301,7 @@ inline constexpr std::size_t kGroupSlots = 16;
 /// Tables are sized for this many keys of a group's 16 slots at `maxKeys`. Two candidate groups
 /// per key, and a key moved to its other group when both are full (`displace`), fill a segment
 /// to 15.7–15.9 keys a group before a new key finds no room (measured over 20 seeds); at 13,
-/// a segment at the largest depth has room for 4.4 to 5.5 standard deviations above its share
+/// a segment at the largest depth has room for 4.4 to 6 standard deviations above its share
 /// of `maxKeys` keys, so a key spills before the table holds `maxKeys` only rarely. (12 without
 /// moves left 47 bytes a token-bucket key at 10^6 keys; 13 leaves 44.)
 inline constexpr std::size_t kKeysPerGroup = 13;

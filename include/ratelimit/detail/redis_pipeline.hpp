@@ -31,7 +31,7 @@ namespace detail {
 /// request still unanswered to read on. So a write need not wait for the replies of the last
 /// one: while the server runs one batch the next is already in its socket, and the server,
 /// which reads whatever arrived while it was busy in one go, serves them in fewer, larger
-/// rounds (bench/README.md, "Pipelining: writes that do not wait for replies").
+/// rounds (bench/README.md, "The Redis pipeline: writes that do not wait for replies").
 ///
 /// Waiting callers sleep on condition variables the pipeline keeps for its life (one per caller
 /// in a call), and are woken after the lock is let go: woken under it, each ran only to sleep
