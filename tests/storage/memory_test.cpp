@@ -71,6 +71,7 @@ struct SlotLockCount {
     std::uint64_t own = 0;
     std::uint64_t foreign = 0;
     void slotLocked(bool isForeign) noexcept { ++(isForeign ? foreign : own); }
+    void keyMoving() noexcept {}
 };
 
 /// The digests the storage places keys by: the short-key hash up to 16 bytes, SipHash beyond.
@@ -355,7 +356,8 @@ TEST_CASE("MemoryStorage: threads that find one segment full split it once, not 
 /// White-box keys for moves (a table of `kMaxKeys` is one segment, which never splits): the
 /// `mover` can go to groups 0 and 5, the `pair` keys only to groups 0 and 1. Called first, the
 /// mover takes group 0; the pair keys then fill groups 0 and 1, and the last finds both full:
-/// it takes the mover's slot, and the mover moves to group 5.
+/// it takes the mover's slot, and the mover moves to group 5. The `stuck` keys can go only to
+/// groups 2 and 3, so the last of them finds both full with no key that can move: it spills.
 struct MoveKeys {
     static constexpr std::uint64_t kSeed = 3;
     static constexpr std::size_t kPairKeys = 2 * ratelimit::detail::kGroupSlots;
@@ -363,32 +365,51 @@ struct MoveKeys {
 
     std::string mover;
     std::vector<std::string> pair;
+    std::vector<std::string> stuck;
 
     MoveKeys() {
         const auto shape = ratelimit::detail::tableShape(kMaxKeys);
         REQUIRE(shape.maxDepth == 0);
         REQUIRE(shape.segmentGroups == 64);
         const StorageHashes hash(kSeed);
-        for (int i = 0; mover.empty() || pair.size() < kPairKeys; ++i) {
+        const auto only = [](const auto& p, std::uint64_t a, std::uint64_t b) {
+            return std::min(p.groups[0], p.groups[1]) == a &&
+                   std::max(p.groups[0], p.groups[1]) == b;
+        };
+        for (int i = 0; mover.empty() || pair.size() < kPairKeys || stuck.size() <= kPairKeys;
+             ++i) {
             std::string key = "key-" + std::to_string(i);
             const auto p = hash.place(key, shape);
             if (p.groups[0] == 0 && p.groups[1] == 5) {
                 mover = std::move(key);
-            } else if (std::min(p.groups[0], p.groups[1]) == 0 &&
-                       std::max(p.groups[0], p.groups[1]) == 1 && pair.size() < kPairKeys) {
+            } else if (only(p, 0, 1) && pair.size() < kPairKeys) {
                 pair.push_back(std::move(key));
+            } else if (only(p, 2, 3) && stuck.size() <= kPairKeys) {
+                stuck.push_back(std::move(key));
             }
         }
     }
 
-    /// A table for these keys.
-    template <class Model>
-    static ratelimit::detail::MemoryTable<Model> table(const ratelimit::QuotaOf<Model>& quota) {
-        const MemoryStorage::Options options{.maxKeys = kMaxKeys, .seed = kSeed};
-        return ratelimit::detail::MemoryTable<Model>(
+    /// A table for these keys, with one spill entry.
+    template <class Model, class Probe = ratelimit::detail::NoSlotProbe>
+    static ratelimit::detail::MemoryTable<Model, Probe> table(
+        const ratelimit::QuotaOf<Model>& quota) {
+        const MemoryStorage::Options options{.maxKeys = kMaxKeys, .spillEntries = 1, .seed = kSeed};
+        return ratelimit::detail::MemoryTable<Model, Probe>(
             ratelimit::detail::Ref<ratelimit::detail::MemoryKeyspace>::make(
                 options, ratelimit::detail::hashSeeds(options.seed)),
             "moves", quota);
+    }
+};
+
+/// A probe that holds each move, with the key in both slots, while other threads run: a step
+/// that could land in the old slot then would.
+struct SlowMoves {
+    void slotLocked(bool /*foreign*/) noexcept {}
+    void keyMoving() noexcept {
+        for (int i = 0; i < 100; ++i) {
+            std::this_thread::yield();
+        }
     }
 };
 
@@ -433,12 +454,49 @@ TEMPLATE_TEST_CASE(
     CHECK(stats().movedKeys == 1);
 }
 
+TEMPLATE_TEST_CASE("MemoryStorage: a peek at a key whose groups are full answers as a move would",
+                   "[memory_storage][memory]", RATELIMIT_TEST_MODELS) {
+    // A peek at an absent key answers as the entry the key would get: where a key of its full
+    // groups can move, that is an entry of its own, not its spill entry. The stuck keys make
+    // the one spill entry used first (`MoveKeys`).
+    using Model = TestType;
+    const MoveKeys keys;
+    const auto quota = ratelimit::Quota::make<Model>(Limit::perMinute(2), 1, 64);
+    auto table = MoveKeys::table<Model>(quota);
+    constexpr ratelimit::Tick kNow = 1'000'000'000;
+    const auto fixed = [now = kNow] { return now; };
+    const auto call = [&](const std::string& key, ratelimit::StepMode mode) {
+        return table.step(key, ratelimit::detail::TickSource(fixed), 1, mode);
+    };
+    for (const std::string& key : keys.stuck) {
+        REQUIRE(call(key, ratelimit::StepMode::kConsume).allowed);
+    }
+    ratelimit::MemoryStats s;
+    table.addStats(s);
+    REQUIRE(s.spilledCalls == 1);  // the last stuck key
+    REQUIRE(call(keys.mover, ratelimit::StepMode::kConsume).allowed);
+    for (std::size_t i = 0; i + 1 < MoveKeys::kPairKeys; ++i) {
+        REQUIRE(call(keys.pair[i], ratelimit::StepMode::kConsume).allowed);
+    }
+    const ratelimit::Decision peeked = call(keys.pair.back(), ratelimit::StepMode::kPeek);
+    const ratelimit::Decision spilled = call(keys.stuck.back(), ratelimit::StepMode::kPeek);
+    const ratelimit::Decision acquired = call(keys.pair.back(), ratelimit::StepMode::kConsume);
+    ratelimit::MemoryStats after;
+    table.addStats(after);
+    CAPTURE(peeked.remaining, spilled.remaining, acquired.remaining);
+    CHECK(after.movedKeys == 1);
+    CHECK(after.spilledCalls == 1);  // a peek answered from a spill entry is not counted
+    CHECK(peeked == acquired);
+    CHECK_FALSE(spilled == acquired);
+}
+
 TEMPLATE_TEST_CASE("MemoryStorage: a key stepped by other threads as it moves loses no step",
                    "[memory_storage][memory][concurrency]", RATELIMIT_TEST_MODELS) {
-    // The move of `MoveKeys`, made while two threads step the mover as fast as they can: a step
-    // that lands in the old slot once its state was copied would be lost (a bucket's words are
-    // sealed before they are copied; other states move under the slot's lock). After each
-    // round the mover's count must be exactly the steps admitted.
+    // The move of `MoveKeys`, made while two threads step the mover as fast as they can, held
+    // with the key in both slots (`SlowMoves`): a step that lands in the old slot once its
+    // state was copied would be lost (a bucket's words are sealed before they are copied;
+    // other states move under the slot's lock). After each round the mover's count must be
+    // exactly the steps admitted.
     using Model = TestType;
     constexpr int kRounds = 100;
     constexpr int kThreads = 2;
@@ -454,7 +512,7 @@ TEMPLATE_TEST_CASE("MemoryStorage: a key stepped by other threads as it moves lo
     int wrong = 0;
     std::uint64_t moved = 0;
     for (int round = 0; round < kRounds; ++round) {
-        auto table = MoveKeys::table<Model>(quota);
+        auto table = MoveKeys::table<Model, SlowMoves>(quota);
         REQUIRE(step(table, keys.mover, 1).allowed);
         std::atomic<bool> inserting{true};
         std::atomic<std::int64_t> admitted{0};

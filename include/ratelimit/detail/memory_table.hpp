@@ -300,10 +300,11 @@ struct StoredKey {
 inline constexpr std::size_t kGroupSlots = 16;
 /// Tables are sized for this many keys of a group's 16 slots at `maxKeys`. Two candidate groups
 /// per key, and a key moved to its other group when both are full (`displace`), fill a segment
-/// to 15.7–15.9 keys a group before a new key finds no room (measured over 20 seeds); at 13,
-/// a segment at the largest depth has room for 4.4 to 6 standard deviations above its share
-/// of `maxKeys` keys, so a key spills before the table holds `maxKeys` only rarely. (12 without
-/// moves left 47 bytes a token-bucket key at 10^6 keys; 13 leaves 44.)
+/// to about 15.9 keys a group before a new key finds no room (lowest 15.7 over 20 seeds); at
+/// 13, a segment at the largest depth (33 to 64 groups) has room for 4.3 to 6.4 standard
+/// deviations above its share of `maxKeys` keys, so a key spills before the table holds
+/// `maxKeys` only rarely. (12 without moves left 47 bytes a token-bucket key at 10^6 keys; 13
+/// leaves 44.)
 inline constexpr std::size_t kKeysPerGroup = 13;
 /// A table grows a segment of groups at a time. Segments hold about this many groups (fewer
 /// in small tables, more in tables of over 12 million keys, whose directory stops at
@@ -313,6 +314,10 @@ inline constexpr unsigned kMaxDirectoryDepth = 14;
 
 /// Slots examined by one inserting call, at most.
 inline constexpr std::size_t kSweepPerCall = 4;
+
+/// How many times a new key looks again, when a key of its full groups could move but for
+/// another call's lock on the group it would move to, before its segment counts as full.
+inline constexpr int kBusyLooks = 8;
 
 /// How a table of `maxKeys` grows: it starts as one segment of `segmentGroups` groups, and a
 /// segment whose groups are full splits in two (extendible hashing, Fagin et al. 1979) until
@@ -380,16 +385,19 @@ RATELIMIT_INLINE void placeKey(const Digest128& d, const TableShape& shape,
 /// Hears every slot lock a table takes for a key, `foreign` when the slot holds another key,
 /// and every step of a bucket table that swaps a slot's words without its lock (always the
 /// key's own): what tests count to check that tags filter. Spill entries, shared by design,
-/// are not heard.
+/// are not heard. Hears too each key moved to its other group, while it is in both slots.
 template <class P>
 concept SlotProbePolicy = requires(P& probe, bool foreign) {
     { probe.slotLocked(foreign) }
+    noexcept->std::same_as<void>;
+    { probe.keyMoving() }
     noexcept->std::same_as<void>;
 };
 
 /// The probe of every user's table: an empty member whose calls compile to nothing.
 struct NoSlotProbe {
     void slotLocked(bool /*foreign*/) noexcept {}
+    void keyMoving() noexcept {}
 };
 static_assert(SlotProbePolicy<NoSlotProbe>);
 
@@ -1253,6 +1261,7 @@ private:
         kDone,   ///< answered
         kMoved,  ///< the segment split meanwhile: look again
         kFull,   ///< both groups hold keys in use
+        kBusy,   ///< full, but a key that could move had its other group's insert lock held
     };
 
     /// A key with no entry where the call looked: a call that writes takes one, any other is
@@ -1264,12 +1273,18 @@ private:
             sweep(r.now);
         }
         Decision d;
-        for (;;) {
+        for (int busy = 0;;) {
             unsigned depth = 0;  // of the key's segment, when it was found full
-            const Placed p = writes ? insertAndStep(segment, k, r, seen, d, depth)
-                                    : answerUnplaced(segment, k, r, seen, d);
+            Placed p = writes ? insertAndStep(segment, k, r, seen, d, depth)
+                              : answerUnplaced(segment, k, r, seen, d);
             if (p == Placed::kDone) {
                 return d;
+            }
+            // A group locked by a sweep or another insert is let go of soon: look again (with
+            // this call's own groups let go of, so a call that waits for them goes on) before
+            // the segment counts as full.
+            if (p == Placed::kBusy && ++busy > kBusyLooks) {
+                p = Placed::kFull;
             }
             if (p == Placed::kFull && !grow(segment, k, depth)) {
                 return spill(k, r);
@@ -1296,7 +1311,7 @@ private:
             }
             found = revisit(x, y, k, r, seen, out);
             if (!found && !hasRoom(x, y, hint) && !mayGrow(k) &&
-                (!belowMaxKeys() || displace(segment, x, y, Displace::kLook) == nullptr)) {
+                (!belowMaxKeys() || displace(segment, x, y, Displace::kLook, nullptr) == nullptr)) {
                 p = Placed::kFull;
             }
         });
@@ -1385,9 +1400,13 @@ private:
         withInsertLocks(segment, k, [&](Group& x, Group& y) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
             if (!holds(segment, k)) {
                 p = Placed::kMoved;
-            } else if (findOrClaim(segment, x, y, k, r, seen, out)) {
+                return;
+            }
+            bool busy = false;
+            if (findOrClaim(segment, x, y, k, r, seen, out, busy)) {
                 p = Placed::kDone;
             } else {
+                p = busy ? Placed::kBusy : Placed::kFull;
                 depth = depths_[k.entry].load(std::memory_order_relaxed);
             }
         });
@@ -1417,10 +1436,11 @@ private:
     /// Finds or places the key in one of its groups (`x` and `y` of `segment`): an existing
     /// entry first, then an empty slot of the emptier group (the "power of two choices"), then
     /// a fresh entry, then a slot freed by moving another key to its other group (`displace`);
-    /// false when none is found, or the table holds `maxKeys`.
+    /// false when none is found, or the table holds `maxKeys`, with `busy` set when a key could
+    /// have moved but for a lock held.
     RATELIMIT_COLD bool findOrClaim(Group* segment, Group& x, Group& y, const Lookup& k,
-                                    const Request& r, const TagCounts& seen, Decision& out)
-        RATELIMIT_REQUIRES(x.insertLock, y.insertLock) {
+                                    const Request& r, const TagCounts& seen, Decision& out,
+                                    bool& busy) RATELIMIT_REQUIRES(x.insertLock, y.insertLock) {
         if (revisit(x, y, k, r, seen, out)) {
             return true;
         }
@@ -1434,49 +1454,61 @@ private:
         if (!belowMaxKeys()) {
             return false;  // a freed slot could not be claimed
         }
-        Group* const freed = displace(segment, x, y, Displace::kMove);
-        return freed != nullptr && claimEmpty(*freed, k, r, out);
+        const Group* const freed = displace(segment, x, y, Displace::kMove, &busy);
+        if (freed == &x) {
+            return claimEmpty(x, k, r, out);
+        }
+        return freed == &y && claimEmpty(y, k, r, out);
     }
 
     enum class Displace : bool { kLook, kMove };
 
     /// For a key whose groups `x` and `y` of `segment` are full: finds a key of theirs whose
     /// other group has an empty slot and, for `kMove`, moves it there (one step of cuckoo
-    /// hashing), so that a segment fills to about 15 keys a group before it splits, and a
+    /// hashing), so that a segment fills to about 15.9 keys a group before it splits, and a
     /// table at `maxKeys` holds them in fewer groups (bench/README.md, "Memory: keys moved to
     /// their other group"). Returns the group with a slot freed (for `kLook`, that would be),
-    /// or null. The other group's insert lock is only tried: it may be held by a call that
-    /// waits for `x`'s or `y`'s.
-    RATELIMIT_COLD Group* displace(Group* segment, Group& x, Group& y, Displace mode)
+    /// or null. The other group's insert lock is only tried (it may be held by a call that
+    /// waits for `x`'s or `y`'s); `*busy`, where given, says whether a try failed.
+    RATELIMIT_COLD Group* displace(Group* segment, Group& x, Group& y, Displace mode, bool* busy)
         RATELIMIT_REQUIRES(x.insertLock, y.insertLock) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
         for (Group* from : std::array<Group*, 2>{&x, &y}) {
-            const auto index = static_cast<std::uint64_t>(from - segment);
             for (std::size_t i = 0; i < kGroupSlots; ++i) {
-                if (tagAt(*from, i) == 0) {
-                    continue;
-                }
-                // Stable under the group's insert lock: keys change only under it.
-                const KeyPlacement p =
-                    placementOf(StoredKey{from->meta[i].length(), from->slots[i].key.snapshot()});
-                const std::uint64_t other = p.groups[0] == index ? p.groups[1] : p.groups[0];
-                Group& to = segment[other];
-                if (&to == &x || &to == &y || emptySlots(to) == 0) {
+                KeyPlacement p;
+                Group* const to = roomElsewhere(segment, *from, i, x, y, p);
+                if (to == nullptr) {
                     continue;
                 }
                 if (mode == Displace::kLook) {
                     return from;
                 }
-                if (!to.insertLock.try_lock()) {
-                    continue;
-                }
-                const bool moved = moveKey(*from, i, to, p);
-                to.insertLock.unlock();
-                if (moved) {
-                    return from;
+                if (to->insertLock.try_lock()) {
+                    const bool moved = moveKey(*from, i, *to, p);
+                    to->insertLock.unlock();
+                    if (moved) {
+                        return from;
+                    }
+                } else if (busy != nullptr) {
+                    *busy = true;
                 }
             }
         }
         return nullptr;
+    }
+
+    /// The other group of the key in slot i of `from` (a group of `segment`), with the key's
+    /// placement in `p`, when that group is neither `x` nor `y` and has an empty slot; null
+    /// otherwise, and for an empty slot.
+    Group* roomElsewhere(Group* segment, Group& from, std::size_t i, const Group& x, const Group& y,
+                         KeyPlacement& p) RATELIMIT_REQUIRES(from.insertLock) {
+        if (tagAt(from, i) == 0) {
+            return nullptr;
+        }
+        // Stable under the group's insert lock: keys change only under it.
+        p = placementOf(StoredKey{from.meta[i].length(), from.slots[i].key.snapshot()});
+        const auto index = static_cast<std::uint64_t>(&from - segment);
+        Group& to = segment[p.groups[0] == index ? p.groups[1] : p.groups[0]];
+        return &to == &x || &to == &y || emptySlots(to) == 0 ? nullptr : &to;
     }
 
     /// Moves the key in slot i of `from` to an empty slot of `to`, its other group (its home
@@ -1503,26 +1535,41 @@ private:
         Slot& source = from.slots[i];
         Slot& target = to.slots[j];
         const SlotMetaGuard sourceGuard(from.meta[i]);
-        const SlotMetaGuard targetGuard(to.meta[j]);  // empty: no lookup locks it
+        // Empty: only a lookup that read a stale tag may hold it, briefly, waiting for nothing.
+        const SlotMetaGuard targetGuard(to.meta[j]);
         if constexpr (kPairs) {
             const WordPair words = sealWords(source.state);  // `source` stays sealed
             (void)sealWords(target.state);
             target.key.assign(source.key.snapshot());
             to.meta[j].setLength(from.meta[i].length());
             setTag(to, j, tagAt(from, i));
-            publishWords(target.state, decode(words), p);
+            const typename M::State state = decode(words);
+            noteMoved(state);
+            publishWords(target.state, state, p);
         } else {
             target.key.assign(source.key.snapshot());
             to.meta[j].setLength(from.meta[i].length());
             target.state = std::move(source.state);
             source.state = typename M::State{};
+            noteMoved(target.state);
             setTag(to, j, tagAt(from, i));
         }
+        probe_.keyMoving();  // the key in both slots: a test's probe widens the window
         source.key.assign(KeyBytes{});
         from.meta[i].setLength(0);
         setTag(from, i, 0);
         moves_.fetch_add(1, std::memory_order_relaxed);
         return true;
+    }
+
+    /// Keeps the latest write of the states moved, to their other group or to a new segment,
+    /// for `latestWrite`. Called under the insert lock of the group moved from.
+    void noteMoved(const typename M::State& state) noexcept {
+        const Tick last = M::lastWrite(state);
+        Tick seen = movedLatest_.load(std::memory_order_relaxed);
+        while (last > seen &&
+               !movedLatest_.compare_exchange_weak(seen, last, std::memory_order_relaxed)) {
+        }
     }
 
     static std::size_t emptySlots(const Group& g) noexcept {
@@ -1659,10 +1706,13 @@ private:
                 Slot& to = upper[g].slots[i];
                 to.key.assign(from.key.snapshot());
                 if constexpr (kPairs) {
-                    storeWords(to.state, sealWords(from.state));  // `from` stays sealed
+                    const WordPair words = sealWords(from.state);  // `from` stays sealed
+                    noteMoved(decode(words));
+                    storeWords(to.state, words);
                 } else {
                     to.state = std::move(from.state);
                     from.state = typename M::State{};
+                    noteMoved(to.state);
                 }
                 {  // `upper` is unpublished: its locks are free
                     const SlotMetaGuard toGuard(upper[g].meta[i]);
@@ -1694,51 +1744,42 @@ private:
         return new Group[shape_.segmentGroups]{};  // NOLINT(cppcoreguidelines-owning-memory)
     }
 
-    /// Frees up to kSweepPerCall slots whose keys are fresh, so `maxKeys` counts
-    /// only keys in use. Never waits for a lock: a busy slot is simply skipped.
     /// The latest time a key's state was written at: a pass over every slot and spill entry,
-    /// each under its lock.
-    /// A key that moves while the pass runs, to its other group (`moveKey`) or to a new segment
-    /// (`split`, into a segment the pass did not count), may be passed over in both places: the
-    /// pass reads each group under its insert lock, which every move holds, and runs again when
-    /// a key moved or a segment was added meanwhile.
+    /// each under its lock. A key that moves while the pass runs, to its other group
+    /// (`moveKey`) or to a segment split off after the pass counted them (`split`), may be
+    /// passed over in both places: every move notes its state's last write (`noteMoved`) under
+    /// the insert lock of the group it leaves, and the pass reads each group under that lock,
+    /// so a move it passed over was noted before the pass ends.
     RATELIMIT_COLD Tick latestWrite() RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
         Tick latest = kInt64Min;
         const auto seen = [&latest](const typename M::State& state) {
             const Tick t = M::lastWrite(state);
             latest = t > latest ? t : latest;
         };
-        const auto changes = [this] {
-            return std::pair{moves_.load(std::memory_order_relaxed),
-                             segmentCount_.load(std::memory_order_acquire)};
-        };
-        for (auto before = changes();;) {
-            for (std::size_t s = 0; s < before.second; ++s) {
-                for (std::size_t gi = 0; gi < shape_.segmentGroups; ++gi) {
-                    Group& g = segments_[s][gi];
-                    const SlotGuard insert(g.insertLock);
-                    for (std::size_t i = 0; i < kGroupSlots; ++i) {
-                        if (tagAt(g, i) == 0) {
-                            continue;
-                        }
-                        const SlotMetaGuard guard(g.meta[i]);
-                        seen(heldState(g.slots[i].state));
+        const std::size_t count = segmentCount_.load(std::memory_order_acquire);
+        for (std::size_t s = 0; s < count; ++s) {
+            for (std::size_t gi = 0; gi < shape_.segmentGroups; ++gi) {
+                Group& g = segments_[s][gi];
+                const SlotGuard insert(g.insertLock);
+                for (std::size_t i = 0; i < kGroupSlots; ++i) {
+                    if (tagAt(g, i) == 0) {
+                        continue;
                     }
+                    const SlotMetaGuard guard(g.meta[i]);
+                    seen(heldState(g.slots[i].state));
                 }
             }
-            const auto after = changes();
-            if (after == before) {
-                break;
-            }
-            before = after;
         }
         for (std::size_t i = 0; i < keyspace_->options.spillEntries; ++i) {
             const SlotGuard guard(spill_[i].lock);
             seen(spill_[i].state);
         }
-        return latest;
+        const Tick moved = movedLatest_.load(std::memory_order_relaxed);
+        return moved > latest ? moved : latest;
     }
 
+    /// Frees up to kSweepPerCall slots whose keys are fresh, so `maxKeys` counts
+    /// only keys in use. Never waits for a lock: a busy slot is simply skipped.
     RATELIMIT_COLD void sweep(Tick now) {
         sweeps_.fetch_add(1, std::memory_order_relaxed);
         sweptSlots_.fetch_add(kSweepPerCall, std::memory_order_relaxed);
@@ -1824,6 +1865,7 @@ private:
     std::atomic<std::uint64_t> sweeps_{0};
     std::atomic<std::uint64_t> sweptSlots_{0};
     std::atomic<std::uint64_t> moves_{0};
+    std::atomic<Tick> movedLatest_{kInt64Min};  ///< the latest write of a moved state
     std::atomic<std::uint64_t> spilledCalls_{0};
     std::atomic<bool> spilling_{false};
     [[no_unique_address]] Probe probe_;  // no bytes, and no code, for NoSlotProbe
