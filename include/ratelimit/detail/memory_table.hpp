@@ -1519,16 +1519,7 @@ private:
     /// has no empty slot.
     RATELIMIT_COLD bool moveKey(Group& from, std::size_t i, Group& to, const KeyPlacement& p)
         RATELIMIT_REQUIRES(from.insertLock, to.insertLock) {
-        std::size_t j = p.home;
-        if (tagAt(to, j) != 0) {
-            j = kGroupSlots;
-            for (std::size_t w = 0; w < kTagWords && j == kGroupSlots; ++w) {
-                const std::uint64_t empty = zeroBytes(to.tags[w].load(std::memory_order_relaxed));
-                if (empty != 0) {
-                    j = w * kTagsPerWord + byteIndex(empty);
-                }
-            }
-        }
+        const std::size_t j = emptySlotOf(to, p.home);
         if (j == kGroupSlots) {
             return false;
         }
@@ -1595,20 +1586,26 @@ private:
         return false;
     }
 
+    /// An empty slot of `g`, `home` if that one is empty; kGroupSlots when none is.
+    static std::size_t emptySlotOf(const Group& g, std::size_t home)
+        RATELIMIT_REQUIRES(g.insertLock) {
+        if (tagAt(g, home) == 0) {
+            return home;
+        }
+        for (std::size_t w = 0; w < kTagWords; ++w) {
+            const std::uint64_t empty = zeroBytes(g.tags[w].load(std::memory_order_relaxed));
+            if (empty != 0) {
+                return w * kTagsPerWord + byteIndex(empty);
+            }
+        }
+        return kGroupSlots;
+    }
+
     /// Gives an empty slot of `g` to the key, its home if that one is empty, within the table's
     /// `maxKeys`.
     RATELIMIT_COLD bool claimEmpty(Group& g, const Lookup& k, const Request& r, Decision& out)
         RATELIMIT_REQUIRES(g.insertLock) {
-        std::size_t i = k.home;
-        if (tagAt(g, i) != 0) {
-            i = kGroupSlots;
-            for (std::size_t w = 0; w < kTagWords && i == kGroupSlots; ++w) {
-                const std::uint64_t empty = zeroBytes(g.tags[w].load(std::memory_order_relaxed));
-                if (empty != 0) {
-                    i = w * kTagsPerWord + byteIndex(empty);
-                }
-            }
-        }
+        const std::size_t i = emptySlotOf(g, k.home);
         if (i == kGroupSlots || !reserveEntry()) {
             return false;
         }
