@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -1617,6 +1618,221 @@ TEMPLATE_TEST_CASE("MemoryStorage: reset makes a key fresh", "[memory_storage][m
         CHECK(storage.stats().trackedKeys == 1);
         CHECK(limiter.peek("never-seen", 0).remaining == capacity);
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A fixed window's state in two words
+
+namespace {
+
+using WindowState = ratelimit::FixedWindowModel::State;
+using WindowWords = ratelimit::detail::WindowWords<WindowState>;
+
+bool sameWindowState(const WindowState& a, const WindowState& b) {
+    return a.last == b.last && a.into == b.into && a.used == b.used;
+}
+
+/// Whether a memory table keeps `state` on the heap rather than in its slot's two words.
+bool heldWide(const WindowState& state) {
+    WindowWords words;
+    words.set(state);
+    return words.isWide();
+}
+
+/// A fixed-window limit whose keys' states mostly do not fit two words: a day of nanosecond
+/// ticks takes 47 bits of `into`, a count past 2^10 the rest.
+const Limit kWideWindow = Limit::per(Limit::kMaxCount, std::chrono::hours{24});
+
+}  // namespace
+
+TEST_CASE("WindowWords: a fixed window's state is packed where its bits fit, else held whole",
+          "[memory_storage][memory]") {
+    STATIC_REQUIRE(sizeof(WindowWords) == 16);
+    const WindowWords fresh;
+    CHECK(sameWindowState(fresh.get(), WindowState{}));
+    CHECK_FALSE(fresh.isWide());
+
+    constexpr std::int64_t kMaxInto = (std::int64_t{1} << 62) - 1;  // spans below 2^62 ticks
+    constexpr std::array<std::int64_t, 4> kLasts{0, -1, ratelimit::detail::kInt64Min,
+                                                 std::numeric_limits<std::int64_t>::max()};
+    for (unsigned intoBits = 0; intoBits <= 62; ++intoBits) {
+        for (unsigned usedBits = 0; usedBits <= 49; ++usedBits) {
+            // The largest and smallest values of each width.
+            for (const bool largest : {true, false}) {
+                const auto valueOf = [largest](unsigned bits) -> std::int64_t {
+                    if (bits == 0) {
+                        return 0;
+                    }
+                    return largest ? static_cast<std::int64_t>((std::uint64_t{1} << bits) - 1)
+                                   : std::int64_t{1} << (bits - 1);
+                };
+                const WindowState state{kLasts.at((intoBits + usedBits) % kLasts.size()),
+                                        std::min(valueOf(intoBits), kMaxInto), valueOf(usedBits)};
+                WindowWords words;
+                words.set(state);
+                CAPTURE(intoBits, usedBits, largest);
+                CHECK(words.isWide() == (intoBits + usedBits > 57));
+                CHECK(sameWindowState(words.get(), state));
+            }
+        }
+    }
+
+    SECTION("a state that fits again leaves the heap, and a move takes the heap state along") {
+        // Under AddressSanitizer a block left behind or freed twice fails the run.
+        const WindowState wide{7, std::int64_t{1} << 46, std::int64_t{1} << 20};
+        const WindowState packed{8, 5, 6};
+        WindowWords words;
+        words.set(wide);
+        REQUIRE(words.isWide());
+        words.set(WindowState{9, std::int64_t{1} << 47, 3});  // wide again: the same block
+        CHECK(words.get().into == std::int64_t{1} << 47);
+        words.set(packed);
+        CHECK_FALSE(words.isWide());
+        CHECK(sameWindowState(words.get(), packed));
+
+        words.set(wide);
+        WindowWords moved(std::move(words));
+        CHECK(moved.isWide());
+        CHECK(sameWindowState(moved.get(), wide));
+        CHECK(sameWindowState(words.get(), WindowState{}));  // NOLINT(bugprone-use-after-move)
+        WindowWords other;
+        other.set(wide);
+        other = std::move(moved);  // frees its own block, takes the other
+        CHECK(sameWindowState(other.get(), wide));
+        other = WindowWords{};
+        CHECK(sameWindowState(other.get(), WindowState{}));
+    }
+}
+
+TEST_CASE(
+    "MemoryStorage: fixed-window states held whole stay exact through splits, moves, reuse "
+    "and resets",
+    "[memory_storage][memory]") {
+    // A limit of 2^48 a day: most keys' states do not fit two words and are held on the heap,
+    // others fit again as windows roll over. The table grows from one segment through splits
+    // and key moves while time leaps far enough for keys to go fresh and their entries to be
+    // reused; every decision must equal the model's own step on the key's state kept in a map.
+    using Model = ratelimit::FixedWindowModel;
+    constexpr std::size_t kMaxKeys = 30'000;
+    constexpr std::size_t kKeys = 20'000;
+    constexpr int kCalls = 100'000;
+    constexpr ratelimit::Tick kDay = 86'400'000'000'000;
+    const MemoryStorage::Options options{.maxKeys = kMaxKeys, .seed = 19};
+    const auto quota = ratelimit::Quota::make<Model>(kWideWindow, 1, 64);
+    ratelimit::detail::MemoryTable<Model> table(
+        ratelimit::detail::Ref<ratelimit::detail::MemoryKeyspace>::make(
+            options, ratelimit::detail::hashSeeds(options.seed)),
+        "wide", quota);
+    std::unordered_map<std::string, WindowState> states;
+    ratelimit_test::Rng rng(41);
+    ratelimit::Tick now = 1'000'000'000;
+    std::size_t known = 0;
+    int mismatches = 0;
+    int wideSteps = 0;
+    std::string firstMismatch;
+    for (int call = 0; call < kCalls; ++call) {
+        if (ratelimit_test::uniform(rng, 0, 999) < (call < kCalls / 2 ? 2 : 20)) {
+            now += ratelimit_test::logUniform(rng, 1, 2 * kDay);
+        }
+        const bool fresh = known < kKeys && ratelimit_test::uniform(rng, 0, 2) == 0;
+        const std::size_t i =
+            fresh ? known++
+                  : (known == 0 ? 0
+                                : known - static_cast<std::size_t>(ratelimit_test::logUniform(
+                                              rng, 1, static_cast<std::int64_t>(known))));
+        const std::string key = numberedKey(i, i % 3 == 0);
+        WindowState& state = states[key];
+        const std::int64_t roll = ratelimit_test::uniform(rng, 0, 99);
+        if (roll == 0) {
+            table.reset(key);
+            state = WindowState{};
+            continue;
+        }
+        const std::int64_t cost = roll < 20
+                                      ? ratelimit_test::uniform(rng, 0, 3)
+                                      : ratelimit_test::logUniform(rng, 1, std::int64_t{1} << 36);
+        const auto mode = roll < 10 ? ratelimit::StepMode::kPeek : ratelimit::StepMode::kConsume;
+        const auto clock = [now] { return now; };
+        const ratelimit::Decision got =
+            table.step(key, ratelimit::detail::TickSource(clock), cost, mode);
+        WindowState copy = state;
+        const ratelimit::Decision want = ratelimit::detail::applyStep<Model>(
+            mode == ratelimit::StepMode::kPeek ? copy : state, quota, now, cost);
+        wideSteps += heldWide(state) ? 1 : 0;
+        if (!(got == want) && mismatches++ == 0) {
+            firstMismatch = "call " + std::to_string(call) + " key " + key;
+        }
+    }
+    ratelimit::MemoryStats stats;
+    table.addStats(stats);
+    CAPTURE(firstMismatch, wideSteps, stats.trackedKeys, stats.movedKeys, stats.sweeps);
+    CHECK(mismatches == 0);
+    CHECK(stats.spilledCalls == 0);
+    CHECK(wideSteps > kCalls / 4);
+    CHECK(stats.movedKeys > 0);
+    CHECK(stats.byteBound >= kMaxKeys * (32 + sizeof(WindowState)));  // slot and heap state
+}
+
+TEST_CASE(
+    "MemoryStorage: fixed-window states held whole move with their keys as other threads' "
+    "keys move them",
+    "[memory_storage][memory][concurrency]") {
+    // A key moved to its other group or to a new segment takes its heap state along; none is
+    // freed while its key still uses it, or left to two keys. Four threads make keys of their
+    // own and call older ones again, at a time that stands still 2^46 ticks into a day's
+    // window, with costs that make most states too wide for their words.
+    using Model = ratelimit::FixedWindowModel;
+    constexpr std::size_t kThreads = 4;
+    constexpr std::size_t kKeysPerThread = 6'000;
+    const auto quota = ratelimit::Quota::make<Model>(kWideWindow, 1, 64);
+    const MemoryStorage::Options options{.seed = 37};
+    ratelimit::detail::MemoryTable<Model> table(
+        ratelimit::detail::Ref<ratelimit::detail::MemoryKeyspace>::make(
+            options, ratelimit::detail::hashSeeds(options.seed)),
+        "wide-moved", quota);
+    constexpr ratelimit::Tick kNow = (std::int64_t{1} << 46) + 12'345;
+    std::array<int, kThreads> mismatches{};
+    std::array<std::size_t, kThreads> wide{};
+    std::vector<std::thread> threads;
+    threads.reserve(kThreads);
+    for (std::size_t t = 0; t < kThreads; ++t) {
+        threads.emplace_back([&, t] {
+            std::vector<WindowState> states(kKeysPerThread);
+            ratelimit_test::Rng rng(13 + t);
+            const auto fixed = [now = kNow] { return now; };
+            for (std::size_t i = 0; i < kKeysPerThread; ++i) {
+                const auto older = static_cast<std::size_t>(
+                    ratelimit_test::uniform(rng, 0, static_cast<std::int64_t>(i)));
+                for (const std::size_t j : {i, older}) {
+                    const std::int64_t cost =
+                        ratelimit_test::logUniform(rng, 1, std::int64_t{1} << 20);
+                    const ratelimit::Decision got = table.step(
+                        std::to_string(t) + ":" + std::to_string(j),
+                        ratelimit::detail::TickSource(fixed), cost, ratelimit::StepMode::kConsume);
+                    if (!(got ==
+                          ratelimit::detail::applyStep<Model>(states[j], quota, kNow, cost))) {
+                        ++mismatches.at(t);
+                    }
+                }
+            }
+            for (const WindowState& state : states) {
+                wide.at(t) += heldWide(state) ? 1U : 0U;
+            }
+        });
+    }
+    for (std::thread& thread : threads) {
+        thread.join();
+    }
+    ratelimit::MemoryStats stats;
+    table.addStats(stats);
+    CAPTURE(stats.movedKeys, stats.trackedKeys);
+    for (std::size_t t = 0; t < kThreads; ++t) {
+        CAPTURE(t, wide.at(t));
+        CHECK(mismatches.at(t) == 0);
+        CHECK(wide.at(t) > kKeysPerThread / 2);
+    }
+    CHECK(stats.spilledCalls == 0);
+    CHECK(stats.movedKeys > 100);
 }
 
 }  // namespace ratelimit_test

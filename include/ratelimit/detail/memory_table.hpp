@@ -35,6 +35,7 @@
 #include <ratelimit/detail/thread_annotations.hpp>
 #include <ratelimit/detail/throw.hpp>
 #include <ratelimit/detail/tick_source.hpp>
+#include <ratelimit/detail/window_words.hpp>
 #include <ratelimit/detail/word_pair.hpp>
 #include <ratelimit/memory_options.hpp>
 #include <ratelimit/options.hpp>
@@ -419,6 +420,17 @@ concept PairState = M::kBucket && std::is_trivially_copyable_v<typename M::State
     { s.deficit } -> std::same_as<std::int64_t&>;
 };
 
+/// A fixed window's state: its last write, how far into its window, the count used. A table
+/// keeps it in 16 bytes (`WindowWords`).
+template <class M>
+concept CountedWindowState =
+    !M::kBucket && std::is_trivially_copyable_v<typename M::State> &&
+    sizeof(typename M::State) == 3 * sizeof(std::int64_t) && requires(typename M::State s) {
+    { s.last } -> std::same_as<Tick&>;
+    { s.into } -> std::same_as<Tick&>;
+    { s.used } -> std::same_as<std::int64_t&>;
+};
+
 /// `M` is an `AlgorithmModel` (algorithms/model.hpp; the storage checks it). `Probe` is
 /// `NoSlotProbe` but in tests.
 template <class M, SlotProbePolicy Probe = NoSlotProbe>
@@ -436,7 +448,8 @@ public:
           depths_(shape_.maxSegments()),
           segments_(shape_.maxSegments()),
           spill_(keyspace_->options.spillEntries),
-          swaps_(kPairs && hasWordPairCas() && fitsMarkedWords(quota)) {
+          swaps_(kPairs && hasWordPairCas() && fitsMarkedWords(quota)),
+          mayHoldWhole_(holdsWhole(quota)) {
         Group* const first = newSegment();
         for (std::size_t e = 0; e < shape_.maxSegments(); ++e) {
             directory_[e].store(first, std::memory_order_relaxed);
@@ -538,6 +551,9 @@ public:
         // The epoch starts after every write so far, even one at a time the clock has since
         // stepped back from (a clock that is not steady, or a time a caller gave).
         const Tick latest = latestWrite();
+        if (holdsWhole(quota)) {
+            mayHoldWhole_.store(true, std::memory_order_relaxed);
+        }
         carry_.store(&convertedState<M, QuotaOf<M>>, std::memory_order_release);
         epochs_.replace(quota, [&] {
             const Tick now = readNow();
@@ -551,9 +567,13 @@ private:
     /// A limit the table has enforced (`setQuota`).
     using Epoch = typename LimitEpochs<QuotaOf<M>>::Epoch;
 
-    /// A bucket's state is a word pair (`kPairs`); see "Bucket slots" below.
+    /// A bucket's state is a word pair (`kPairs`); see "Bucket slots" below. A fixed window's
+    /// is packed in two words (`kWindowWords`).
     static constexpr bool kPairs = PairState<M>;
-    using SlotState = std::conditional_t<kPairs, WordPair, typename M::State>;
+    static constexpr bool kWindowWords = CountedWindowState<M>;
+    using SlotState = std::conditional_t<
+        kPairs, WordPair,
+        std::conditional_t<kWindowWords, WindowWords<typename M::State>, typename M::State>>;
 
     /// A slot's key bytes and state, guarded by the slot's `SlotMeta` in its group (which
     /// clang's analysis cannot name from here), and for a bucket steppable without it: 32 bytes
@@ -1048,6 +1068,11 @@ private:
                     return d;
                 }
             }
+        } else if constexpr (kWindowWords) {
+            typename M::State unpacked = state.get();
+            const Decision d = run(unpacked, r);
+            state.set(unpacked);
+            return d;
         } else {
             return run(state, r);
         }
@@ -1174,6 +1199,8 @@ private:
             while (swaps_ && !compareExchangeWords(state, seen, seen)) {
             }
             return decode(seen);
+        } else if constexpr (kWindowWords) {
+            return state.get();
         } else {
             return static_cast<const typename M::State&>(state);
         }
@@ -1210,7 +1237,7 @@ private:
                 }
             }
         } else {
-            state = typename M::State{};
+            state = SlotState{};
         }
     }
 
@@ -1228,7 +1255,7 @@ private:
             storeWords(state, before);  // stepped meanwhile: unsealed as it was
             return false;
         } else {
-            return reclaimable(state, now);
+            return reclaimable(heldState(state), now);
         }
     }
     RATELIMIT_COLD bool findIn(Group& g, const Lookup& k, const Request& r,
@@ -1541,8 +1568,8 @@ private:
             target.key.assign(source.key.snapshot());
             to.meta[j].setLength(from.meta[i].length());
             target.state = std::move(source.state);
-            source.state = typename M::State{};
-            noteMoved(target.state);
+            source.state = SlotState{};
+            noteMoved(heldState(target.state));
             setTag(to, j, tagAt(from, i));
         }
         probe_.keyMoving();  // the key in both slots: a test's probe widens the window
@@ -1651,7 +1678,7 @@ private:
             publishWords(s.state, fresh, k);
             return d;
         } else {
-            s.state = typename M::State{};
+            s.state = SlotState{};
             return runCold(s.state, r);
         }
     }
@@ -1708,8 +1735,8 @@ private:
                     storeWords(to.state, words);
                 } else {
                     to.state = std::move(from.state);
-                    from.state = typename M::State{};
-                    noteMoved(to.state);
+                    from.state = SlotState{};
+                    noteMoved(heldState(to.state));
                 }
                 {  // `upper` is unpublished: its locks are free
                     const SlotMetaGuard toGuard(upper[g].meta[i]);
@@ -1797,7 +1824,7 @@ private:
             SlotState& state = g.slots[i].state;
             if (takeIfReclaimable(state, now)) {
                 if constexpr (!kPairs) {
-                    state = typename M::State{};  // a bucket's stays sealed
+                    state = SlotState{};  // a bucket's stays sealed
                 }
                 setTag(g, i, 0);
                 tracked_.fetch_sub(1, std::memory_order_relaxed);
@@ -1826,9 +1853,21 @@ private:
                keyspace_->options.spillEntries * sizeof(SpillEntry);
     }
 
+    /// Whether a key's state under `quota` may not fit its slot's words (`WindowWords`).
+    static bool holdsWhole(const QuotaOf<M>& quota) noexcept {
+        if constexpr (kWindowWords) {
+            const ModelRange range = M::range(quota);
+            return !WindowWords<typename M::State>::fitsEvery(range.span - 1, range.units);
+        } else {
+            return false;
+        }
+    }
+
     [[nodiscard]] std::size_t heapBytes() const noexcept {
         if constexpr (HasHeapBound<M>) {
             return M::heapBytes(epochs_.current().value);
+        } else if constexpr (kWindowWords) {
+            return mayHoldWhole_.load(std::memory_order_relaxed) ? sizeof(typename M::State) : 0;
         } else {
             return 0;
         }
@@ -1857,6 +1896,10 @@ private:
     HeapArray<SpillEntry> spill_;
     /// Bucket slots are stepped by compare-and-swap, their words marked (see "Bucket slots").
     const bool swaps_;
+    /// A fixed-window table has held a limit under which a state may be held whole on the heap
+    /// (`WindowWords`): its byte bound counts that state. Never cleared: states made under the
+    /// limit may outlive it.
+    std::atomic<bool> mayHoldWhole_;
     std::atomic<std::size_t> tracked_{0};
     std::atomic<std::uint64_t> sweepCursor_{0};
     std::atomic<std::uint64_t> sweeps_{0};
