@@ -7,6 +7,7 @@
 #include <array>
 #include <atomic>
 #include <barrier>
+#include <bit>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -1674,6 +1675,29 @@ TEST_CASE("WindowWords: a fixed window's state is packed where its bits fit, els
                 CHECK(words.isWide() == (intoBits + usedBits > 57));
                 CHECK(sameWindowState(words.get(), state));
             }
+        }
+    }
+
+    SECTION("one pair of words takes state after state, whatever its layout was") {
+        // A state that fits the words' layout keeps it; one that does not gets a new layout,
+        // or the heap.
+        ratelimit_test::Rng rng(5);
+        WindowWords words;
+        for (int i = 0; i < 20'000; ++i) {
+            const auto bits = [&rng] {
+                const auto width = static_cast<unsigned>(ratelimit_test::uniform(rng, 0, 50));
+                return width == 0
+                           ? std::int64_t{0}
+                           : ratelimit_test::uniform(rng, std::int64_t{1} << (width - 1),
+                                                     (std::int64_t{1} << (width - 1)) * 2 - 1);
+            };
+            const WindowState state{ratelimit_test::uniform(rng, -1'000, 1'000), bits(), bits()};
+            words.set(state);
+            CAPTURE(i, state.into, state.used);
+            REQUIRE(sameWindowState(words.get(), state));
+            REQUIRE(words.isWide() == (std::bit_width(static_cast<std::uint64_t>(state.into)) +
+                                           std::bit_width(static_cast<std::uint64_t>(state.used)) >
+                                       57));
         }
     }
 

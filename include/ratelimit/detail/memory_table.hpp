@@ -1069,13 +1069,34 @@ private:
                 }
             }
         } else if constexpr (kWindowWords) {
-            typename M::State unpacked = state.get();
-            const Decision d = run(unpacked, r);
-            state.set(unpacked);
-            return d;
+            if (!state.packed()) [[unlikely]] {
+                return runWholeCold(state, r);
+            }
+            return runWindowWords<true>(state, r);
         } else {
             return run(state, r);
         }
+    }
+
+    /// Steps a fixed window's words (`WindowWords`): the state unpacked, run, and packed again
+    /// when the call writes, as a bucket's words are (`stepWords`). `Packed`: the caller found
+    /// the state in the words, not on the heap.
+    template <bool Packed>
+    RATELIMIT_INLINE Decision runWindowWords(SlotState& words, const Request& r) {
+        typename M::State state = Packed ? words.unpack() : words.get();
+        Decision d = run(state, r);
+        if (r.writes()) {
+            if constexpr (Packed) {
+                words.pack(state);
+            } else {
+                words.set(state);
+            }
+        }
+        return d;
+    }
+
+    RATELIMIT_COLD Decision runWholeCold(SlotState& words, const Request& r) {
+        return runWindowWords<false>(words, r);
     }
 
     /// `stepHeld` out of line, for the cold paths, and resets.
