@@ -188,29 +188,36 @@ TEST_CASE("MemoryStorage: bytes per key stay within a documented bound",
     STATIC_REQUIRE(sizeof(ratelimit::SlidingLogModel::Run) == 16);
 
     // Measured at 2^20 keys (13 keys per 16-slot group, rounded up to 40 groups a segment: 12.8;
-    // a slot is its key's 16 bytes and the state, a group adds 40 bytes of tags, locks and
-    // lengths, 48 before the buckets' 16-byte aligned words): 43.8, 43.8, 53.2, 63.2 and 2663
-    // bytes; the bounds leave room for padding, not for another layout.
+    // a slot is its key's 16 bytes and the state, a fixed window's in 16, a group adds 40 bytes
+    // of tags, locks and lengths, 48 before the buckets' 16-byte aligned words): 43.8, 43.8,
+    // 43.2, 63.2 and 2663 bytes; the bounds leave room for padding, not for another layout. A
+    // fixed window whose states may not fit their words counts each one's 24 bytes on the heap.
     constexpr std::size_t kMaxKeys = std::size_t{1} << 20;
-    const auto perKey = [](auto model) {
+    const auto perKey = [](auto model, Limit limit = Limit::perSecond(10)) {
         using Model = decltype(model);
         MemoryStorage storage{{.maxKeys = kMaxKeys}};
-        const MemoryLimiter<Model> limiter{Limit::perSecond(10), storage, ManualClock{}};
+        const MemoryLimiter<Model> limiter{limit, storage, ManualClock{}};
         return storage.stats().byteBound / kMaxKeys;
     };
     const std::size_t tokenBucket = perKey(ratelimit::TokenBucketModel{});
     const std::size_t leakyBucket = perKey(ratelimit::LeakyBucketModel{});
     const std::size_t fixedWindow = perKey(ratelimit::FixedWindowModel{});
+    const std::size_t wideFixedWindow =
+        perKey(ratelimit::FixedWindowModel{}, Limit::per(Limit::kMaxCount, std::chrono::hours{24}));
     const std::size_t slidingCounter = perKey(ratelimit::SlidingCounterModel{});
     const std::size_t slidingLog = perKey(ratelimit::SlidingLogModel{});
     // The sliding log's bound counts its runs per slot: 64 + 1 by default, growth may double,
     // and the slot of their total.
     const std::size_t runBytesPerSlot =
         (std::size_t{2} * (64 + 1) + 1) * sizeof(ratelimit::SlidingLogModel::Run);
-    CAPTURE(tokenBucket, leakyBucket, fixedWindow, slidingCounter, slidingLog, runBytesPerSlot);
+    CAPTURE(tokenBucket, leakyBucket, fixedWindow, wideFixedWindow, slidingCounter, slidingLog,
+            runBytesPerSlot);
     CHECK(tokenBucket <= 45);
     CHECK(leakyBucket <= 45);
-    CHECK(fixedWindow <= 55);
+    CHECK(fixedWindow <= 45);
+    // 24 bytes for each of a group's 16 slots: 30 a key at 12.8 keys a group.
+    CHECK(wideFixedWindow >= fixedWindow + 29);
+    CHECK(wideFixedWindow <= 45 + 31);
     CHECK(slidingCounter <= 64);
     CHECK(slidingLog <= 96 + runBytesPerSlot * 3 / 2);
 }
