@@ -556,6 +556,36 @@ TEMPLATE_TEST_CASE("MemoryStorage: a key stepped by other threads as it moves lo
     CHECK(moved == kRounds);
 }
 
+namespace {
+
+/// One thread's calls in the tests of keys moved by other threads' keys: each of its keys new,
+/// then an older one of its keys, each at `now` with the cost `costOf(rng)` draws. Returns how
+/// many decisions differ from the model's step on the key's state in `states`, kept beside the
+/// table.
+template <class Model, class Table, class Quota, class CostOf>
+int callOwnKeys(Table& table, const Quota& quota, std::size_t thread, ratelimit::Tick now,
+                std::vector<typename Model::State>& states, ratelimit_test::Rng& rng,
+                CostOf costOf) {
+    int mismatches = 0;
+    const auto fixed = [now] { return now; };
+    for (std::size_t i = 0; i < states.size(); ++i) {
+        const auto older =
+            static_cast<std::size_t>(ratelimit_test::uniform(rng, 0, static_cast<std::int64_t>(i)));
+        for (const std::size_t j : {i, older}) {
+            const std::int64_t cost = costOf(rng);
+            const ratelimit::Decision got = table.step(
+                std::to_string(thread) + ":" + std::to_string(j),
+                ratelimit::detail::TickSource(fixed), cost, ratelimit::StepMode::kConsume);
+            if (!(got == ratelimit::detail::applyStep<Model>(states[j], quota, now, cost))) {
+                ++mismatches;
+            }
+        }
+    }
+    return mismatches;
+}
+
+}  // namespace
+
 TEMPLATE_TEST_CASE(
     "MemoryStorage: keys keep their state while new keys move them to their other group",
     "[memory_storage][memory][concurrency]", RATELIMIT_TEST_MODELS) {
@@ -582,21 +612,9 @@ TEMPLATE_TEST_CASE(
         threads.emplace_back([&, t] {
             std::vector<typename Model::State> states(kKeysPerThread);
             ratelimit_test::Rng rng(7 + t);
-            const auto fixed = [now = kNow] { return now; };
-            for (std::size_t i = 0; i < kKeysPerThread; ++i) {
-                const auto older = static_cast<std::size_t>(
-                    ratelimit_test::uniform(rng, 0, static_cast<std::int64_t>(i)));
-                for (const std::size_t j : {i, older}) {  // a new key, then an older one
-                    const std::int64_t cost = ratelimit_test::uniform(rng, 0, 2);
-                    const ratelimit::Decision got = table.step(
-                        std::to_string(t) + ":" + std::to_string(j),
-                        ratelimit::detail::TickSource(fixed), cost, ratelimit::StepMode::kConsume);
-                    if (!(got ==
-                          ratelimit::detail::applyStep<Model>(states[j], quota, kNow, cost))) {
-                        ++mismatches.at(t);
-                    }
-                }
-            }
+            mismatches.at(t) = callOwnKeys<Model>(
+                table, quota, t, kNow, states, rng,
+                [](ratelimit_test::Rng& r) { return ratelimit_test::uniform(r, 0, 2); });
         });
     }
     for (std::thread& thread : threads) {
@@ -1830,22 +1848,10 @@ TEST_CASE(
         threads.emplace_back([&, t] {
             std::vector<WindowState> states(kKeysPerThread);
             ratelimit_test::Rng rng(13 + t);
-            const auto fixed = [now = kNow] { return now; };
-            for (std::size_t i = 0; i < kKeysPerThread; ++i) {
-                const auto older = static_cast<std::size_t>(
-                    ratelimit_test::uniform(rng, 0, static_cast<std::int64_t>(i)));
-                for (const std::size_t j : {i, older}) {
-                    const std::int64_t cost =
-                        ratelimit_test::logUniform(rng, 1, std::int64_t{1} << 20);
-                    const ratelimit::Decision got = table.step(
-                        std::to_string(t) + ":" + std::to_string(j),
-                        ratelimit::detail::TickSource(fixed), cost, ratelimit::StepMode::kConsume);
-                    if (!(got ==
-                          ratelimit::detail::applyStep<Model>(states[j], quota, kNow, cost))) {
-                        ++mismatches.at(t);
-                    }
-                }
-            }
+            mismatches.at(t) =
+                callOwnKeys<Model>(table, quota, t, kNow, states, rng, [](ratelimit_test::Rng& r) {
+                    return ratelimit_test::logUniform(r, 1, std::int64_t{1} << 20);
+                });
             for (const WindowState& state : states) {
                 wide.at(t) += heldWide(state) ? 1U : 0U;
             }
