@@ -218,6 +218,20 @@ TEST_CASE("MemoryStorage: bytes per key stay within a documented bound",
     // 24 bytes for each of a group's 16 slots: 30 a key at 12.8 keys a group.
     CHECK(wideFixedWindow >= fixedWindow + 29);
     CHECK(wideFixedWindow <= 45 + 31);
+    // The edge: a day of nanosecond ticks takes 47 bits, so 2,047 a day fits the words and
+    // 2,048 may not.
+    const auto perDay = [](std::int64_t count) {
+        return Limit::per(count, std::chrono::hours{24});
+    };
+    CHECK(perKey(ratelimit::FixedWindowModel{}, perDay(2047)) == fixedWindow);
+    CHECK(perKey(ratelimit::FixedWindowModel{}, perDay(2048)) == wideFixedWindow);
+    // Replaced by one that fits, such a limit still counts: states made under it outlive it.
+    MemoryStorage storage{{.maxKeys = kMaxKeys}};
+    MemoryLimiter<ratelimit::FixedWindowModel> limiter{Limit::perSecond(10), storage,
+                                                       ManualClock{}};
+    limiter.setLimit(perDay(2048));
+    limiter.setLimit(Limit::perSecond(10));
+    CHECK(storage.stats().byteBound / kMaxKeys == wideFixedWindow);
     CHECK(slidingCounter <= 64);
     CHECK(slidingLog <= 96 + runBytesPerSlot * 3 / 2);
 }
@@ -1662,7 +1676,7 @@ bool sameWindowState(const WindowState& a, const WindowState& b) {
 bool heldWide(const WindowState& state) {
     WindowWords words;
     words.set(state);
-    return words.isWide();
+    return !words.packed();
 }
 
 /// A fixed-window limit whose keys' states mostly do not fit two words: a day of nanosecond
@@ -1676,7 +1690,7 @@ TEST_CASE("WindowWords: a fixed window's state is packed where its bits fit, els
     STATIC_REQUIRE(sizeof(WindowWords) == 16);
     const WindowWords fresh;
     CHECK(sameWindowState(fresh.get(), WindowState{}));
-    CHECK_FALSE(fresh.isWide());
+    CHECK_FALSE(!fresh.packed());
 
     constexpr std::int64_t kMaxInto = (std::int64_t{1} << 62) - 1;  // spans below 2^62 ticks
     constexpr std::array<std::int64_t, 4> kLasts{0, -1, ratelimit::detail::kInt64Min,
@@ -1697,7 +1711,7 @@ TEST_CASE("WindowWords: a fixed window's state is packed where its bits fit, els
                 WindowWords words;
                 words.set(state);
                 CAPTURE(intoBits, usedBits, largest);
-                CHECK(words.isWide() == (intoBits + usedBits > 57));
+                CHECK(!words.packed() == (intoBits + usedBits > 58));
                 CHECK(sameWindowState(words.get(), state));
             }
         }
@@ -1720,9 +1734,9 @@ TEST_CASE("WindowWords: a fixed window's state is packed where its bits fit, els
             words.set(state);
             CAPTURE(i, state.into, state.used);
             REQUIRE(sameWindowState(words.get(), state));
-            REQUIRE(words.isWide() == (std::bit_width(static_cast<std::uint64_t>(state.into)) +
-                                           std::bit_width(static_cast<std::uint64_t>(state.used)) >
-                                       57));
+            REQUIRE(!words.packed() == (std::bit_width(static_cast<std::uint64_t>(state.into)) +
+                                            std::bit_width(static_cast<std::uint64_t>(state.used)) >
+                                        58));
         }
     }
 
@@ -1732,16 +1746,16 @@ TEST_CASE("WindowWords: a fixed window's state is packed where its bits fit, els
         const WindowState packed{8, 5, 6};
         WindowWords words;
         words.set(wide);
-        REQUIRE(words.isWide());
-        words.set(WindowState{9, std::int64_t{1} << 47, 3});  // wide again: the same block
+        REQUIRE(!words.packed());
+        words.set(WindowState{9, std::int64_t{1} << 47, 1 << 12});  // the heap's block again
         CHECK(words.get().into == std::int64_t{1} << 47);
         words.set(packed);
-        CHECK_FALSE(words.isWide());
+        CHECK_FALSE(!words.packed());
         CHECK(sameWindowState(words.get(), packed));
 
         words.set(wide);
         WindowWords moved(std::move(words));
-        CHECK(moved.isWide());
+        CHECK(!moved.packed());
         CHECK(sameWindowState(moved.get(), wide));
         CHECK(sameWindowState(words.get(), WindowState{}));  // NOLINT(bugprone-use-after-move)
         WindowWords other;
@@ -1850,7 +1864,7 @@ TEST_CASE(
             ratelimit_test::Rng rng(13 + t);
             mismatches.at(t) =
                 callOwnKeys<Model>(table, quota, t, kNow, states, rng, [](ratelimit_test::Rng& r) {
-                    return ratelimit_test::logUniform(r, 1, std::int64_t{1} << 20);
+                    return ratelimit_test::logUniform(r, 1, std::int64_t{1} << 24);
                 });
             for (const WindowState& state : states) {
                 wide.at(t) += heldWide(state) ? 1U : 0U;

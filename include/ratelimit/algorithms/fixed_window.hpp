@@ -34,6 +34,9 @@ struct FixedWindowModel : WindowKind, ModelNames<"fixed_window", 3, "last", "int
         Tick into = 0;          ///< `last` − the window's start: 0 <= into < period
         std::int64_t used = 0;  ///< 0 marks a fresh key
     };
+    /// The memory table may keep the state in 16 bytes (`detail::WindowWords`): a fresh state
+    /// is all zeros, 0 <= into < period and 0 <= used <= count.
+    static constexpr bool kStateInWindowWords = true;
 
     RATELIMIT_INLINE static Decision step(State& state, const Quota& q, Tick now,
                                           std::int64_t cost) noexcept {

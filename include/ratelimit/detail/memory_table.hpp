@@ -421,11 +421,13 @@ concept PairState = M::kBucket && std::is_trivially_copyable_v<typename M::State
 };
 
 /// A fixed window's state: its last write, how far into its window, the count used. A table
-/// keeps it in 16 bytes (`WindowWords`).
+/// keeps it in 16 bytes (`WindowWords`) where the model says it may (`kStateInWindowWords`: a
+/// fresh state is all zeros, and `into` and `used` stay within its `range`).
 template <class M>
-concept CountedWindowState =
-    !M::kBucket && std::is_trivially_copyable_v<typename M::State> &&
-    sizeof(typename M::State) == 3 * sizeof(std::int64_t) && requires(typename M::State s) {
+concept CountedWindowState = M::kStateInWindowWords &&
+                                 std::is_trivially_copyable_v<typename M::State> &&
+                                 sizeof(typename M::State) == 3 * sizeof(std::int64_t) &&
+                             requires(typename M::State s) {
     { s.last } -> std::same_as<Tick&>;
     { s.into } -> std::same_as<Tick&>;
     { s.used } -> std::same_as<std::int64_t&>;
@@ -577,7 +579,7 @@ private:
 
     /// A slot's key bytes and state, guarded by the slot's `SlotMeta` in its group (which
     /// clang's analysis cannot name from here), and for a bucket steppable without it: 32 bytes
-    /// for the buckets.
+    /// for the buckets and the fixed window.
     struct Slot {
         KeyBytes key;
         SlotState state{};

@@ -15,14 +15,15 @@ inline namespace v1 {
 namespace detail {
 
 /// A state of three 64-bit fields, `last`, `into` and `used` (`FixedWindowModel::State`), in
-/// two words: `last`, then `into` and `used` packed together where their bits fit in 57, as they
-/// do for every key of a limit whose period in ticks, less one, and count need 57 bits together
-/// (at the steady clock's nanosecond tick: a thousand a day, a million a minute). A state that
-/// does not fit is held whole on the heap, so every state stays exact; the words then hold its
-/// address.
+/// two words: `last`, then `into` and `used` packed together where their bits fit in 58. They
+/// always do for a limit whose period in ticks, less one, and count take at most 58 bits
+/// together (`fitsEvery`; at the steady clock's nanosecond tick: 2,047 a day, 4,194,303 a
+/// minute, 255 a week). A state that does not fit is held whole on the heap, so every state
+/// stays exact; the words then hold its address.
 ///
-/// The packed word: bits 57–62 say how many bits `used` takes (u), `used` is in bits 0 to u − 1
-/// and `into` in bits u to 56; bit 63 is clear. Zero words are the model's fresh state.
+/// The packed word: its top 6 bits say how many bits `used` takes (u, at most 58), `used` is in
+/// bits 0 to u − 1 and `into` in bits u to 57. Those 6 bits all set (63) mark a state on the
+/// heap. Zero words are the model's fresh state.
 /// Thread safety: thread-compatible (the table reads and writes it under the slot's lock).
 template <class State>
 class WindowWords {
@@ -47,12 +48,13 @@ public:
     }
 
     /// Whether the state is in the words, not on the heap.
-    [[nodiscard]] bool packed() const noexcept { return word_ != kWide; }
+    [[nodiscard]] bool packed() const noexcept { return word_ != kOnHeap; }
 
-    [[nodiscard]] State get() const noexcept { return packed() ? unpack() : *wide(); }
+    [[nodiscard]] State get() const noexcept { return packed() ? unpack() : *onHeap(); }
 
     /// The state, where `packed()`.
     [[nodiscard]] State unpack() const noexcept {
+        RATELIMIT_ASSUME(packed());
         const unsigned usedBits = layout();
         State s{};
         s.last = static_cast<std::int64_t>(head_);
@@ -67,40 +69,38 @@ public:
         if (packed()) {
             pack(s);
         } else {
-            setWhole(s);
+            setCold(s);
         }
     }
 
-    /// `set`, where `packed()`. Inlined: the step that packs makes no call. A state that fits
-    /// the words' layout keeps it, so its fields go straight to their places (the usual step,
-    /// where `into` grows by less than a power of two and `used` by a few); otherwise the
-    /// layout is made anew for it, `used` taking every bit `into` leaves.
+    /// `set`, where `packed()`. Inlined, and the allocation out of line, so that the usual step
+    /// makes no call: a state whose fields fit the bits the words' layout gives them keeps that
+    /// layout, and its fields go straight to their places; otherwise the layout is made anew
+    /// for it (`used` taking every bit `into` leaves), or the state goes to the heap.
     RATELIMIT_INLINE void pack(const State& s) {
+        RATELIMIT_ASSUME(packed());
         const auto into = static_cast<std::uint64_t>(s.into);
         const auto used = static_cast<std::uint64_t>(s.used);
-        unsigned usedBits = layout();
+        const unsigned usedBits = layout();
         if ((used >> usedBits) != 0 || (into >> (kPayloadBits - usedBits)) != 0) [[unlikely]] {
-            if (!fits(s)) [[unlikely]] {
-                setWhole(s);
-                return;
-            }
-            usedBits = kPayloadBits - widthOf(into);
+            setCold(s);
+            return;
         }
         store(s, usedBits);
     }
 
-    /// Whether every state with `into` and `used` at most these (both at least 0) is packed.
+    /// Whether every state with `into` and `used` at most these (both at least 0) fits the
+    /// words.
     static constexpr bool fitsEvery(Int128 largestInto, Int128 largestUsed) noexcept {
         return largestInto >= 0 && largestUsed >= 0 &&
                widthOf(largestInto) + widthOf(largestUsed) <= kPayloadBits;
     }
 
-    /// Whether the state is held on the heap (a test's window).
-    [[nodiscard]] bool isWide() const noexcept { return !packed(); }
-
 private:
-    static constexpr unsigned kPayloadBits = 57;
-    static constexpr std::uint64_t kWide = std::uint64_t{1} << 63;
+    static constexpr unsigned kPayloadBits = 58;
+    static constexpr unsigned kLayoutBits = 64 - kPayloadBits;
+    /// The layout field all set: no packed word has it, as `used` takes at most 58 bits.
+    static constexpr std::uint64_t kOnHeap = ~std::uint64_t{0} << kPayloadBits;
 
     static constexpr unsigned widthOf(Int128 x) noexcept {
         unsigned bits = 0;
@@ -119,8 +119,13 @@ private:
                kPayloadBits;
     }
 
+    static constexpr std::uint64_t lowBits(unsigned n) noexcept {
+        return (std::uint64_t{1} << n) - 1;
+    }
+
     /// The bits `used` takes in the packed word.
     [[nodiscard]] unsigned layout() const noexcept {
+        static_assert(kLayoutBits == 6 && kPayloadBits < (1U << kLayoutBits) - 1);
         return static_cast<unsigned>(word_ >> kPayloadBits);
     }
 
@@ -132,41 +137,37 @@ private:
                 static_cast<std::uint64_t>(s.used);
     }
 
-    static constexpr std::uint64_t lowBits(unsigned n) noexcept {
-        return (std::uint64_t{1} << n) - 1;
-    }
-
-    [[nodiscard]] State* wide() const noexcept {
-        // NOLINTNEXTLINE(*-reinterpret-cast,performance-no-int-to-ptr): the address set() stored
+    [[nodiscard]] State* onHeap() const noexcept {
+        // NOLINTNEXTLINE(*-reinterpret-cast,performance-no-int-to-ptr): the address setCold stored
         return reinterpret_cast<State*>(static_cast<std::uintptr_t>(head_));
     }
 
-    /// Out of line, so that the step that packs makes no call.
-    RATELIMIT_COLD void setWhole(const State& s) {
+    /// `set` for a state that needs a new layout, or the heap, or was there.
+    RATELIMIT_COLD void setCold(const State& s) {
         if (fits(s)) {
             release();
             store(s, kPayloadBits - widthOf(static_cast<std::uint64_t>(s.into)));
         } else if (!packed()) {
-            *wide() = s;
+            *onHeap() = s;
         } else {
             // NOLINTNEXTLINE(cppcoreguidelines-owning-memory): these words own it (`release`)
             const State* const block = new State(s);
             // NOLINTNEXTLINE(*-reinterpret-cast): the words hold the block's address
             head_ = reinterpret_cast<std::uintptr_t>(block);
-            word_ = kWide;
+            word_ = kOnHeap;
         }
     }
 
     RATELIMIT_COLD void release() noexcept {
         if (!packed()) {
-            delete wide();  // NOLINT(cppcoreguidelines-owning-memory): allocated by set()
+            delete onHeap();  // NOLINT(cppcoreguidelines-owning-memory): allocated by setCold
             head_ = 0;
             word_ = 0;
         }
     }
 
     std::uint64_t head_ = 0;  ///< `last`, or the address of the state on the heap
-    std::uint64_t word_ = 0;  ///< `into` and `used` packed, or `kWide`
+    std::uint64_t word_ = 0;  ///< `into` and `used` packed, or `kOnHeap`
 };
 
 }  // namespace detail
