@@ -125,7 +125,7 @@ private:
 
     /// The bits `used` takes in the packed word.
     [[nodiscard]] unsigned layout() const noexcept {
-        static_assert(kLayoutBits == 6 && kPayloadBits < (1U << kLayoutBits) - 1);
+        static_assert(kPayloadBits < (1U << kLayoutBits) - 1, "no layout is the heap's mark");
         return static_cast<unsigned>(word_ >> kPayloadBits);
     }
 
