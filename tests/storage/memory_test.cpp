@@ -242,9 +242,10 @@ TEST_CASE("MemoryStorage: bytes per key stay within a documented bound",
 TEST_CASE("MemoryStorage: a table's memory follows its keys, not its maxKeys",
           "[memory_storage][memory]") {
     // docs/semantics.md, Memory storage ("Bounded memory"): a table starts as one segment and
-    // grows a segment at a time. Measured with the default maxKeys: 58 kB for 10 keys, then 42
-    // to 74 bytes a key for the token bucket (the figure drops as segments fill and jumps
-    // when they split).
+    // grows a segment at a time. Measured with the default maxKeys: 58 kB for 10 keys, then 48
+    // to 62 bytes a key for the token bucket from 10^4 to 10^5 keys, over 12 seeds. Segments
+    // that split in halves all filled at once, so the figure swung from 42 to 74: most segments
+    // split within a few thousand keys, leaving them half empty.
     ManualClock clock;
     MemoryStorage storage;
     MemoryLimiter<ratelimit::TokenBucketModel> limiter{Limit::perMinute(10), storage, clock};
@@ -258,7 +259,7 @@ TEST_CASE("MemoryStorage: a table's memory follows its keys, not its maxKeys",
 
     constexpr std::size_t kKeys = 100'000;
     constexpr std::size_t kEvery = 997;
-    constexpr double kBytesPerKey = 80;
+    constexpr double kBytesPerKey = 64;
     double most = 0;
     std::size_t mostAt = 0;
     for (std::size_t i = 10; i < kKeys; ++i) {
@@ -279,6 +280,26 @@ TEST_CASE("MemoryStorage: a table's memory follows its keys, not its maxKeys",
     CHECK(s.trackedKeys == kKeys);
     CHECK(s.spilledCalls == 0);
     CHECK(s.allocatedBytes <= s.byteBound / 4);  // a table sized for maxKeys would be all of it
+}
+
+TEST_CASE("MemoryStorage: a split moves about 2 in 5 of a segment's entries, never all or none",
+          "[memory_storage][memory]") {
+    using ratelimit::detail::splitWidth;
+    constexpr std::size_t kWidest = std::size_t{1} << ratelimit::detail::kMaxDirectoryBits;
+    REQUIRE(ratelimit::detail::tableShape(std::size_t{1} << 31).maxSegments() <= kWidest);
+    for (std::size_t width = 2; width <= kWidest; ++width) {
+        const std::size_t moved = splitWidth(width);
+        CAPTURE(width, moved);
+        REQUIRE(moved >= 1);
+        REQUIRE(moved < width);
+        REQUIRE(5 * moved <= 2 * width + 2);
+        REQUIRE(5 * moved + 3 >= 2 * width);
+    }
+    // Widths of 2 and 3 split into one entry and the rest, so a table ends, as with halves,
+    // with one entry a segment.
+    CHECK(splitWidth(2) == 1);
+    CHECK(splitWidth(3) == 1);
+    CHECK(splitWidth(kWidest) == 6554);
 }
 
 TEST_CASE("MemoryStorage: keys keep their state while other threads' keys split their segments",
@@ -347,12 +368,12 @@ TEST_CASE("MemoryStorage: threads that find one segment full split it once, not 
           "[memory_storage][memory][concurrency]") {
     // Regression: a call that found its key's groups full split the segment even when another
     // call had split it since, so threads waiting on one full segment split it once each, down
-    // to the table's largest depth, and the next key to find its groups full spilled with most
-    // of the table empty. maxKeys 2048: 4 segments of 40 groups at most (depth 2).
+    // to one directory entry each, and the next key to find its groups full spilled with most
+    // of the table empty. maxKeys 2048: 4 segments of 40 groups at most (4 entries).
     constexpr std::size_t kMaxKeys = 2048;
     constexpr std::size_t kThreads = 8;
     constexpr std::size_t kKeysPerThread = 200;  // 1600 keys: 78 % of maxKeys
-    REQUIRE(ratelimit::detail::tableShape(kMaxKeys).maxDepth == 2);
+    REQUIRE(ratelimit::detail::tableShape(kMaxKeys).maxSegments() == 4);
     for (int round = 0; round < 10; ++round) {
         ManualClock clock;
         MemoryStorage storage{{.maxKeys = kMaxKeys, .seed = static_cast<std::uint64_t>(round + 1)}};
@@ -392,7 +413,7 @@ struct MoveKeys {
 
     MoveKeys() {
         const auto shape = ratelimit::detail::tableShape(kMaxKeys);
-        REQUIRE(shape.maxDepth == 0);
+        REQUIRE(shape.maxSegments() == 1);
         REQUIRE(shape.segmentGroups == 64);
         const StorageHashes hash(kSeed);
         const auto only = [](const auto& p, std::uint64_t a, std::uint64_t b) {
@@ -737,9 +758,9 @@ TEMPLATE_TEST_CASE(
 
 TEMPLATE_TEST_CASE("MemoryStorage: through splits and reuse, every key's decisions are its model's",
                    "[memory_storage][memory]", RATELIMIT_TEST_MODELS) {
-    // A table that grows from one segment to 64 (maxKeys 30'000: segments of 37 groups, depth
-    // up to 6) under random calls on 20'000 keys, as time moves on far enough for keys to go
-    // fresh and their entries to be reused. Every decision must equal the model's own step on
+    // A table that grows from one segment to 63 (maxKeys 30'000: segments of 37 groups, 63
+    // directory entries) under random calls on 20'000 keys, as time moves on far enough for keys to
+    // go fresh and their entries to be reused. Every decision must equal the model's own step on
     // that key's state, kept beside the table in a map: a key whose entry moved (to a new
     // segment, or to its other group), was found on a second look, or reused another key's
     // fresh entry answers as if it had its own state throughout. A bucket's table swaps its slots'
@@ -750,7 +771,7 @@ TEMPLATE_TEST_CASE("MemoryStorage: through splits and reuse, every key's decisio
     constexpr std::size_t kMaxKeys = 30'000;
     constexpr std::size_t kKeys = 20'000;
     constexpr int kCalls = 150'000;
-    REQUIRE(ratelimit::detail::tableShape(kMaxKeys).maxDepth == 6);
+    REQUIRE(ratelimit::detail::tableShape(kMaxKeys).maxSegments() == 63);
     const MemoryStorage::Options options{.maxKeys = kMaxKeys, .seed = 17};
     const Limit limit =
         GENERATE(Limit::perSecond(5), Limit::per(1, 1s).withBurst(std::int64_t{1} << 25));
@@ -974,7 +995,7 @@ TEST_CASE("MemoryStorage: fresh entries elsewhere reach a new key within one swe
     constexpr std::size_t kMaxKeys = kFilled * kSlots;
     const auto shape = ratelimit::detail::tableShape(kMaxKeys);
     const std::size_t groups = shape.segmentGroups;
-    REQUIRE(shape.maxDepth == 0);  // one segment: the table never grows
+    REQUIRE(shape.maxSegments() == 1);  // one segment: the table never grows
     REQUIRE(groups == kFilled + 2);
     const StorageHashes hash(kSeed);
     // Keys whose candidates are g and g + 1 (mod 5), by g; inserted in turn, each takes its
@@ -1227,7 +1248,7 @@ TEST_CASE("MemoryStorage: the slot tag of a key is independent of its group",
 
     SECTION("within one group every tag is about equally likely") {
         constexpr std::size_t kGroups = 4;  // about 25'000 keys choose each group first
-        const ratelimit::detail::TableShape shape{.maxDepth = 0, .segmentGroups = kGroups};
+        const ratelimit::detail::TableShape shape{.entries = 1, .segmentGroups = kGroups};
         std::array<std::size_t, 256> count{};
         std::size_t inGroup = 0;
         for (std::size_t i = 0; i < kKeys; ++i) {

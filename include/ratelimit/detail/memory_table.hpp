@@ -3,10 +3,11 @@
 // The table behind one limiter of a `MemoryStorage`: groups of 16 slots, each with its own
 // lock (one byte, which also holds the length of the slot's key), found through two candidate
 // groups per key and byte tags and lengths that filter before any lock;
-// segments of groups that split in two as keys arrive, up to room for `maxKeys`, after a key
-// moved to its other group could not make room; fresh entries reused in place, a constant sweep
-// per inserting call, spill entries at the bound.
+// segments of groups that split in two, unevenly, as keys arrive, up to room for `maxKeys`,
+// after a key moved to its other group could not make room; fresh entries reused in place, a
+// constant sweep per inserting call, spill entries at the bound.
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <bit>
@@ -302,16 +303,18 @@ inline constexpr std::size_t kGroupSlots = 16;
 /// Tables are sized for this many keys of a group's 16 slots at `maxKeys`. Two candidate groups
 /// per key, and a key moved to its other group when both are full (`displace`), fill a segment
 /// to about 15.9 keys a group before a new key finds no room (lowest 15.7 over 20 seeds); at
-/// 13, a segment at the largest depth (33 to 64 groups) has room for 4.3 to 6.4 standard
+/// 13, a segment of one directory entry (33 to 64 groups) has room for 4.3 to 6.4 standard
 /// deviations above its share of `maxKeys` keys, so a key spills before the table holds
 /// `maxKeys` only rarely. (12 without moves left 47 bytes a token-bucket key at 10^6 keys; 13
 /// leaves 44.)
 inline constexpr std::size_t kKeysPerGroup = 13;
 /// A table grows a segment of groups at a time. Segments hold about this many groups (fewer
 /// in small tables, more in tables of over 12 million keys, whose directory stops at
-/// 2^kMaxDirectoryDepth segments).
+/// 2^kMaxDirectoryBits segments).
 inline constexpr std::size_t kSegmentGroupsTarget = 64;
-inline constexpr unsigned kMaxDirectoryDepth = 14;
+inline constexpr unsigned kMaxDirectoryBits = 14;
+static_assert((std::size_t{1} << kMaxDirectoryBits) <= UINT16_MAX,
+              "a directory entry's width takes 16 bits");
 
 /// Slots examined by one inserting call, at most.
 inline constexpr std::size_t kSweepPerCall = 4;
@@ -320,25 +323,42 @@ inline constexpr std::size_t kSweepPerCall = 4;
 /// another call's lock on the group it would move to, before its segment counts as full.
 inline constexpr int kBusyLooks = 8;
 
-/// How a table of `maxKeys` grows: it starts as one segment of `segmentGroups` groups, and a
-/// segment whose groups are full splits in two (extendible hashing, Fagin et al. 1979) until
-/// 2^maxDepth segments, room for `maxKeys` at kKeysPerGroup keys per group.
+/// How a table of `maxKeys` grows: it starts as one segment of `segmentGroups` groups, named by
+/// every entry of a directory of `entries`, and a segment whose groups are full splits in two
+/// (extendible hashing, Fagin et al. 1979, with uneven splits: `splitWidth`) until each entry
+/// names a segment of its own, room for `maxKeys` at kKeysPerGroup keys per group.
 struct TableShape {
-    unsigned maxDepth = 0;
+    std::size_t entries = 1;
     std::size_t segmentGroups = 1;
 
-    [[nodiscard]] std::size_t maxSegments() const noexcept { return std::size_t{1} << maxDepth; }
+    [[nodiscard]] std::size_t maxSegments() const noexcept { return entries; }
 };
 
 inline TableShape tableShape(std::size_t maxKeys) noexcept {
     const std::size_t groups = (maxKeys + kKeysPerGroup - 1) / kKeysPerGroup;
-    TableShape shape;
-    while (shape.maxDepth < kMaxDirectoryDepth &&
-           (groups >> shape.maxDepth) > kSegmentGroupsTarget) {
-        ++shape.maxDepth;
+    unsigned bits = 0;
+    while (bits < kMaxDirectoryBits && (groups >> bits) > kSegmentGroupsTarget) {
+        ++bits;
     }
-    shape.segmentGroups = (groups + shape.maxSegments() - 1) >> shape.maxDepth;
+    TableShape shape;
+    shape.segmentGroups = (groups + (std::size_t{1} << bits) - 1) >> bits;
+    // As few entries as hold `groups`, not 2^bits: that would round every segment up by part
+    // of a group, up to 1 in 33 of a full table's memory (1 in 80 at the default maxKeys).
+    shape.entries = (groups + shape.segmentGroups - 1) / shape.segmentGroups;
     return shape;
+}
+
+/// How many of the `width` (2 or more) consecutive directory entries of a splitting segment go
+/// to the new segment: about 2 in 5, at least 1 and at most width − 1. Halves would leave every
+/// segment of a table at the same share of the keys, so all would fill, and split, within a
+/// few thousand keys of one another: the table's memory would double at once, half of it empty
+/// right after (70 bytes a token-bucket key). Uneven parts fill at different rates, so the
+/// splits spread out and memory follows the keys (bench/README.md, "Memory: uneven splits").
+/// The new segment takes the smaller part, so a split moves the fewer keys.
+[[nodiscard]] constexpr std::size_t splitWidth(std::size_t width) noexcept {
+    constexpr std::size_t kShare = 2;  // in kOf, rounded to the nearest
+    constexpr std::size_t kOf = 5;
+    return std::max<std::size_t>(1, (kShare * width + kOf / 2) / kOf);
 }
 
 /// Where a key lives in a table: the directory entry that names its segment, its two candidate
@@ -447,7 +467,7 @@ public:
           reclaimLag_(satAdd(quota.lateTolerance, quota.keyTimeSpread)),
           shape_(tableShape(keyspace_->options.maxKeys)),
           directory_(shape_.maxSegments()),
-          depths_(shape_.maxSegments()),
+          widths_(shape_.maxSegments()),
           segments_(shape_.maxSegments()),
           spill_(keyspace_->options.spillEntries),
           swaps_(kPairs && hasWordPairCas() && fitsMarkedWords(quota)),
@@ -455,6 +475,8 @@ public:
         Group* const first = newSegment();
         for (std::size_t e = 0; e < shape_.maxSegments(); ++e) {
             directory_[e].store(first, std::memory_order_relaxed);
+            widths_[e].store(static_cast<std::uint16_t>(shape_.maxSegments()),
+                             std::memory_order_relaxed);
         }
         segments_[0] = first;
         segmentCount_.store(1, std::memory_order_release);
@@ -1324,8 +1346,8 @@ private:
         }
         Decision d;
         for (int busy = 0;;) {
-            unsigned depth = 0;  // of the key's segment, when it was found full
-            Placed p = writes ? insertAndStep(segment, k, r, seen, d, depth)
+            std::size_t width = 0;  // of the key's segment, when it was found full
+            Placed p = writes ? insertAndStep(segment, k, r, seen, d, width)
                               : answerUnplaced(segment, k, r, seen, d);
             if (p == Placed::kDone) {
                 return d;
@@ -1336,7 +1358,7 @@ private:
             if (p == Placed::kBusy && ++busy > kBusyLooks) {
                 p = Placed::kFull;
             }
-            if (p == Placed::kFull && !grow(segment, k, depth)) {
+            if (p == Placed::kFull && !grow(segment, k, width)) {
                 return spill(k, r);
             }
             segment = segmentOf(k);
@@ -1414,7 +1436,7 @@ private:
 
     /// Whether the key's segment may still split to make room for it.
     [[nodiscard]] bool mayGrow(const KeyPlacement& k) const noexcept {
-        return belowMaxKeys() && depths_[k.entry].load(std::memory_order_relaxed) < shape_.maxDepth;
+        return belowMaxKeys() && widths_[k.entry].load(std::memory_order_relaxed) > 1;
     }
 
     /// An entry another key may take, or a sweep drop, at `now` (the calling key's time):
@@ -1443,9 +1465,9 @@ private:
     }
 
     /// Finds or places the key and runs the request; when both its groups are full, says so
-    /// with the depth of its segment then (no split can run under the insert locks).
+    /// with the width of its segment then (no split can run under the insert locks).
     RATELIMIT_COLD Placed insertAndStep(Group* segment, const Lookup& k, const Request& r,
-                                        const TagCounts& seen, Decision& out, unsigned& depth) {
+                                        const TagCounts& seen, Decision& out, std::size_t& width) {
         Placed p = Placed::kFull;
         withInsertLocks(segment, k, [&](Group& x, Group& y) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
             if (!holds(segment, k)) {
@@ -1457,7 +1479,7 @@ private:
                 p = Placed::kDone;
             } else {
                 p = busy ? Placed::kBusy : Placed::kFull;
-                depth = depths_[k.entry].load(std::memory_order_relaxed);
+                width = widths_[k.entry].load(std::memory_order_relaxed);
             }
         });
         if (p == Placed::kDone && spilling_.load(std::memory_order_relaxed) &&
@@ -1706,34 +1728,40 @@ private:
         }
     }
 
-    /// Splits the key's segment, `segment` at `seenDepth` when the call found it full, in two;
-    /// false when it is at the table's largest depth. True also when another call split it
-    /// meanwhile, whether the key stayed or moved: the caller looks again either way. (Calls
-    /// that found one segment full together split it once, not once each down to the largest
-    /// depth, after which the next full pair of groups would spill.)
-    RATELIMIT_COLD bool grow(Group* segment, const KeyPlacement& k, unsigned seenDepth) {
+    /// Splits the key's segment, `segment` of `seenWidth` entries when the call found it full,
+    /// in two; false when it has one entry left. True also when another call split it
+    /// meanwhile (which narrows it), whether the key stayed or moved: the caller looks again
+    /// either way. (Calls that found one segment full together split it once, not once each
+    /// down to one entry, after which the next full pair of groups would spill.)
+    RATELIMIT_COLD bool grow(Group* segment, const KeyPlacement& k, std::size_t seenWidth) {
         const SlotGuard guard(splitLock_);
-        const unsigned depth = depths_[k.entry].load(std::memory_order_relaxed);
-        if (!holds(segment, k) || depth != seenDepth) {
+        const std::size_t width = widths_[k.entry].load(std::memory_order_relaxed);
+        if (!holds(segment, k) || width != seenWidth) {
             return true;
         }
-        if (depth == shape_.maxDepth || !belowMaxKeys()) {
+        if (width == 1 || !belowMaxKeys()) {
             return false;
         }
-        const std::size_t span = shape_.maxSegments() >> depth;
-        split(segment, k.entry & ~(span - 1), span);
+        // A segment's entries are consecutive: the first split leaves [0, e) and [e, all), and
+        // every split after cuts one such range in two.
+        std::size_t base = k.entry;
+        while (base > 0 && directory_[base - 1].load(std::memory_order_relaxed) == segment) {
+            --base;
+        }
+        const std::size_t end = base + width;
+        split(segment, base, end - splitWidth(width), end);
         return true;
     }
 
-    /// Moves the keys of `segment` whose directory entry lies in the upper half of the span
-    /// [base, base + span) to a new segment, slot for slot (same group, same index, same tag),
-    /// and points that half of the directory at it. It holds every insert lock of `segment`
-    /// (so no key is placed or looked for under them meanwhile) and each moved slot's lock
-    /// (so no step runs on it while it moves); a call that found the slot emptied looks again.
-    RATELIMIT_COLD void split(Group* segment, std::size_t base, std::size_t span)
+    /// Moves the keys of `segment` whose directory entry lies in [cut, end), the upper part of
+    /// its entries [base, end), to a new segment, slot for slot (same group, same index, same
+    /// tag), and points that part of the directory at it. It holds every insert lock of
+    /// `segment` (so no key is placed or looked for under them meanwhile) and each moved slot's
+    /// lock (so no step runs on it while it moves); a call that found the slot emptied looks
+    /// again.
+    RATELIMIT_COLD void split(Group* segment, std::size_t base, std::size_t cut, std::size_t end)
         RATELIMIT_REQUIRES(splitLock_) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
         Group* const upper = newSegment();
-        const std::size_t half = base + span / 2;
         for (std::size_t g = 0; g < shape_.segmentGroups; ++g) {
             segment[g].insertLock.lock();
         }
@@ -1747,7 +1775,7 @@ private:
                 SlotMeta& fromMeta = segment[g].meta[i];
                 const SlotMetaGuard guard(fromMeta);
                 const StoredKey key{fromMeta.length(), from.key.snapshot()};
-                if (placementOf(key).entry < half) {
+                if (placementOf(key).entry < cut) {
                     continue;
                 }
                 Slot& to = upper[g].slots[i];
@@ -1771,11 +1799,11 @@ private:
                 setTag(segment[g], i, 0);
             }
         }
-        const auto depth =
-            static_cast<std::uint8_t>(depths_[base].load(std::memory_order_relaxed) + 1);
-        for (std::size_t e = base; e < base + span; ++e) {
-            depths_[e].store(depth, std::memory_order_relaxed);
-            if (e >= half) {
+        for (std::size_t e = base; e < end; ++e) {
+            const bool moves = e >= cut;
+            widths_[e].store(static_cast<std::uint16_t>(moves ? end - cut : cut - base),
+                             std::memory_order_relaxed);
+            if (moves) {
                 directory_[e].store(upper, std::memory_order_release);
             }
         }
@@ -1871,8 +1899,8 @@ private:
     [[nodiscard]] std::size_t fixedBytes() const noexcept {
         return sizeof(*this) +
                shape_.maxSegments() *
-                   (sizeof(std::atomic<Group*>) + sizeof(std::atomic<std::uint8_t>) +
-                    sizeof(void*)) +  // entry, depth, segment
+                   (sizeof(std::atomic<Group*>) + sizeof(std::atomic<std::uint16_t>) +
+                    sizeof(void*)) +  // entry, width, segment
                keyspace_->options.spillEntries * sizeof(SpillEntry);
     }
 
@@ -1909,11 +1937,12 @@ private:
     Tick reclaimLag_;  ///< how far before a caller's time an entry must already be fresh
     TableShape shape_;
     /// Entry e names the groups of the segment that holds the keys placed at e (`placeKey`);
-    /// a segment of depth d is named by 2^(maxDepth − d) consecutive entries. Changed only by
+    /// a segment is named by consecutive entries, as many as its width. Changed only by
     /// `split`, under `splitLock_` and the split segment's insert locks.
     HeapArray<std::atomic<Group*>> directory_;
-    HeapArray<std::atomic<std::uint8_t>> depths_;  ///< the depth of each entry's segment
-    HeapArray<Group*> segments_;                   ///< in the order they were made
+    /// How many entries name each entry's segment: 2^kMaxDirectoryBits at most.
+    HeapArray<std::atomic<std::uint16_t>> widths_;
+    HeapArray<Group*> segments_;  ///< in the order they were made
     std::atomic<std::size_t> segmentCount_{0};
     SlotLock splitLock_;
     HeapArray<SpillEntry> spill_;
