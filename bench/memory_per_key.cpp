@@ -17,6 +17,10 @@
 // The "idle + N new" step runs at 10^6 keys only (it doubles the run time). Extra rows: the
 // naive std::unordered_map<std::string, bucket> (no bound, no eviction: idle keys stay).
 //
+// A second table follows one table of each algorithm from 10^4 keys to maxKeys, reading
+// `stats().allocatedBytes` every 1,000 keys: the most bytes per key on the way, and where.
+// Segments split as they fill, so the figure at three key counts can miss the peaks between.
+//
 //   ratelimit_bench_memory [--quick] [--json=<path>]
 //     --quick   10^4 keys only (a smoke test, not a measurement)
 
@@ -115,6 +119,39 @@ Row measure(const char* name, std::size_t maxKeys, std::size_t keys, bool reuse)
     return row;
 }
 
+/// The most `allocatedBytes` per key of a table as it grows from 10^4 keys to `maxKeys`.
+struct Peak {
+    std::string algorithm;
+    double bytesPerKey = 0;
+    std::size_t keys = 0;  // where it was read
+};
+
+template <class Model>
+Peak peakOnTheWay(const char* name, std::size_t maxKeys) {
+    constexpr std::size_t kFrom = 10'000;
+    constexpr std::size_t kEvery = 1'000;
+    ratelimit::MemoryStorage::Options options;
+    options.maxKeys = maxKeys;
+    ratelimit::MemoryStorage storage(options);
+    ratelimit::ManualClock clock;
+    ratelimit::Limiter<Model, ratelimit::MemoryStorage, ratelimit::ManualClock> limiter(
+        ratelimit::Limit::perMinute(10), storage, clock);
+    KeyMaker key;
+    Peak peak{name};
+    for (std::size_t i = 1; i <= maxKeys; ++i) {
+        (void)limiter.tryAcquire(key(0, i));
+        if (i >= kFrom && i % kEvery == 0) {
+            const double perKey =
+                static_cast<double>(storage.stats().allocatedBytes) / static_cast<double>(i);
+            if (perKey > peak.bytesPerKey) {
+                peak.bytesPerKey = perKey;
+                peak.keys = i;
+            }
+        }
+    }
+    return peak;
+}
+
 Row measureNaiveMap(std::size_t keys, bool reuse) {
     struct Bucket {
         double tokens;
@@ -167,6 +204,10 @@ int main(int argc, char** argv) {
         quick ? std::vector<std::size_t>{10'000}
               : std::vector<std::size_t>{10'000, 100'000, 1'000'000};
 
+    // The process's first storage pays one-time costs that stay after it is freed (about 0.3
+    // MiB: the allocator's arenas, the library's first-use buffers): a run not reported keeps
+    // them out of the first row.
+    (void)measure<ratelimit::TokenBucketModel>("warm-up", maxKeys, counts.front(), false);
     std::vector<Row> rows;
     for (const std::size_t n : counts) {
         // The idle + N new keys step at one size (10^6, or the only one): it doubles the time.
@@ -198,6 +239,19 @@ int main(int argc, char** argv) {
                     r.keys, r.bytesPerKey, stats, r.tracked, reuse,
                     static_cast<unsigned long long>(r.spilled),
                     static_cast<double>(r.afterFreeBytes) / (1024.0 * 1024.0));
+    }
+    if (!quick) {
+        const std::vector<Peak> peaks{
+            peakOnTheWay<ratelimit::TokenBucketModel>("TokenBucket", maxKeys),
+            peakOnTheWay<ratelimit::LeakyBucketModel>("LeakyBucket", maxKeys),
+            peakOnTheWay<ratelimit::FixedWindowModel>("FixedWindow", maxKeys),
+            peakOnTheWay<ratelimit::SlidingCounterModel>("SlidingCounter", maxKeys),
+            peakOnTheWay<ratelimit::SlidingLogModel>("SlidingLog", maxKeys)};
+        std::printf("\n| algorithm | most bytes/key (stats), 10^4 keys to maxKeys | at keys |\n");
+        std::printf("| --- | ---: | ---: |\n");
+        for (const Peak& p : peaks) {
+            std::printf("| %s | %.1f | %zu |\n", p.algorithm.c_str(), p.bytesPerKey, p.keys);
+        }
     }
 
     if (!jsonPath.empty()) {
