@@ -446,6 +446,27 @@ struct MoveKeys {
     }
 };
 
+/// A `MoveKeys` table of `Model` at two a minute, called at one fixed time.
+template <class Model>
+struct MoveTable {
+    static constexpr ratelimit::Tick kNow = 1'000'000'000;
+    const MoveKeys keys;
+    const ratelimit::QuotaOf<Model> quota =
+        ratelimit::Quota::make<Model>(Limit::perMinute(2), 1, 64);
+    ratelimit::detail::MemoryTable<Model> table = MoveKeys::table<Model>(quota);
+
+    ratelimit::Decision call(const std::string& key, ratelimit::StepMode mode) {
+        const auto fixed = [] { return kNow; };
+        return table.step(key, ratelimit::detail::TickSource(fixed), 1, mode);
+    }
+
+    [[nodiscard]] ratelimit::MemoryStats stats() const {
+        ratelimit::MemoryStats s;
+        table.addStats(s);
+        return s;
+    }
+};
+
 /// A probe that holds each move, with the key in both slots, while other threads run: a step
 /// that could land in the old slot then would.
 struct SlowMoves {
@@ -464,22 +485,14 @@ TEMPLATE_TEST_CASE(
     // whose two groups are full moves a key of theirs to that key's other group, where it has
     // an empty slot (`MoveKeys`). Every key keeps its state, which a second call answers from.
     using Model = TestType;
-    const MoveKeys keys;
-    const auto quota = ratelimit::Quota::make<Model>(Limit::perMinute(2), 1, 64);
-    auto table = MoveKeys::table<Model>(quota);
-    constexpr ratelimit::Tick kNow = 1'000'000'000;
-    const auto fixed = [now = kNow] { return now; };
+    MoveTable<Model> t;
+    const MoveKeys& keys = t.keys;
     std::unordered_map<std::string, typename Model::State> states;
     const auto call = [&](const std::string& key) {
-        const ratelimit::Decision got =
-            table.step(key, ratelimit::detail::TickSource(fixed), 1, ratelimit::StepMode::kConsume);
-        return got == ratelimit::detail::applyStep<Model>(states[key], quota, kNow, 1);
+        return t.call(key, ratelimit::StepMode::kConsume) ==
+               ratelimit::detail::applyStep<Model>(states[key], t.quota, t.kNow, 1);
     };
-    const auto stats = [&] {
-        ratelimit::MemoryStats s;
-        table.addStats(s);
-        return s;
-    };
+    const auto stats = [&] { return t.stats(); };
     REQUIRE(call(keys.mover));
     for (std::size_t i = 0; i + 1 < MoveKeys::kPairKeys; ++i) {
         REQUIRE(call(keys.pair[i]));
@@ -504,20 +517,15 @@ TEMPLATE_TEST_CASE("MemoryStorage: a peek at a key whose groups are full answers
     // groups can move, that is an entry of its own, not its spill entry. The stuck keys make
     // the one spill entry used first (`MoveKeys`).
     using Model = TestType;
-    const MoveKeys keys;
-    const auto quota = ratelimit::Quota::make<Model>(Limit::perMinute(2), 1, 64);
-    auto table = MoveKeys::table<Model>(quota);
-    constexpr ratelimit::Tick kNow = 1'000'000'000;
-    const auto fixed = [now = kNow] { return now; };
+    MoveTable<Model> t;
+    const MoveKeys& keys = t.keys;
     const auto call = [&](const std::string& key, ratelimit::StepMode mode) {
-        return table.step(key, ratelimit::detail::TickSource(fixed), 1, mode);
+        return t.call(key, mode);
     };
     for (const std::string& key : keys.stuck) {
         REQUIRE(call(key, ratelimit::StepMode::kConsume).allowed);
     }
-    ratelimit::MemoryStats s;
-    table.addStats(s);
-    REQUIRE(s.spilledCalls == 1);  // the last stuck key
+    REQUIRE(t.stats().spilledCalls == 1);  // the last stuck key
     REQUIRE(call(keys.mover, ratelimit::StepMode::kConsume).allowed);
     for (std::size_t i = 0; i + 1 < MoveKeys::kPairKeys; ++i) {
         REQUIRE(call(keys.pair[i], ratelimit::StepMode::kConsume).allowed);
@@ -525,8 +533,7 @@ TEMPLATE_TEST_CASE("MemoryStorage: a peek at a key whose groups are full answers
     const ratelimit::Decision peeked = call(keys.pair.back(), ratelimit::StepMode::kPeek);
     const ratelimit::Decision spilled = call(keys.stuck.back(), ratelimit::StepMode::kPeek);
     const ratelimit::Decision acquired = call(keys.pair.back(), ratelimit::StepMode::kConsume);
-    ratelimit::MemoryStats after;
-    table.addStats(after);
+    const ratelimit::MemoryStats after = t.stats();
     CAPTURE(peeked.remaining, spilled.remaining, acquired.remaining);
     CHECK(after.movedKeys == 1);
     CHECK(after.spilledCalls == 1);  // a peek answered from a spill entry is not counted
