@@ -187,11 +187,12 @@ TEST_CASE("MemoryStorage: bytes per key stay within a documented bound",
     STATIC_REQUIRE(sizeof(ratelimit::SlidingLogModel::State) == 16);
     STATIC_REQUIRE(sizeof(ratelimit::SlidingLogModel::Run) == 16);
 
-    // Measured at 2^20 keys (13 keys per 16-slot group, rounded up to 40 groups a segment: 12.8;
-    // a slot is its key's 16 bytes and the state, a fixed window's in 16, a group adds 40 bytes
-    // of tags, locks and lengths, 48 before the buckets' 16-byte aligned words): 43.8, 43.8,
-    // 43.2, 63.2 and 2663 bytes; the bounds leave room for padding, not for another layout. A
-    // fixed window whose states may not fit their words counts each one's 24 bytes on the heap.
+    // Measured at 2^20 keys (13 keys per 16-slot group, 2,017 segments of 40 groups: 13.0; a
+    // slot is its key's 16 bytes and the state, a fixed window's in 16, a sliding counter's in
+    // 24, a group adds 40 bytes of tags, locks and lengths, 48 before the buckets' 16-byte
+    // aligned words): 43.1, 43.1, 42.5, 52.4 and 2623 bytes; the bounds leave room for padding,
+    // not for another layout. A fixed window or a sliding counter whose states may not fit
+    // their words counts each one's 24 or 32 bytes on the heap.
     constexpr std::size_t kMaxKeys = std::size_t{1} << 20;
     const auto perKey = [](auto model, Limit limit = Limit::perSecond(10)) {
         using Model = decltype(model);
@@ -205,13 +206,15 @@ TEST_CASE("MemoryStorage: bytes per key stay within a documented bound",
     const std::size_t wideFixedWindow =
         perKey(ratelimit::FixedWindowModel{}, Limit::per(Limit::kMaxCount, std::chrono::hours{24}));
     const std::size_t slidingCounter = perKey(ratelimit::SlidingCounterModel{});
+    const std::size_t wideSlidingCounter =
+        perKey(ratelimit::SlidingCounterModel{}, Limit::perSecond(std::int64_t{1} << 32));
     const std::size_t slidingLog = perKey(ratelimit::SlidingLogModel{});
     // The sliding log's bound counts its runs per slot: 64 + 1 by default, growth may double,
     // and the slot of their total.
     const std::size_t runBytesPerSlot =
         (std::size_t{2} * (64 + 1) + 1) * sizeof(ratelimit::SlidingLogModel::Run);
-    CAPTURE(tokenBucket, leakyBucket, fixedWindow, wideFixedWindow, slidingCounter, slidingLog,
-            runBytesPerSlot);
+    CAPTURE(tokenBucket, leakyBucket, fixedWindow, wideFixedWindow, slidingCounter,
+            wideSlidingCounter, slidingLog, runBytesPerSlot);
     CHECK(tokenBucket <= 45);
     CHECK(leakyBucket <= 45);
     CHECK(fixedWindow <= 45);
@@ -232,7 +235,13 @@ TEST_CASE("MemoryStorage: bytes per key stay within a documented bound",
     limiter.setLimit(perDay(2048));
     limiter.setLimit(Limit::perSecond(10));
     CHECK(storage.stats().byteBound / kMaxKeys == wideFixedWindow);
-    CHECK(slidingCounter <= 64);
+    CHECK(slidingCounter <= 53);
+    // A sliding counter's counts fit 32 bits each below 2^32; its 32-byte state on the heap
+    // for each of a group's 16 slots is 40 bytes a key.
+    CHECK(perKey(ratelimit::SlidingCounterModel{}, Limit::perSecond((std::int64_t{1} << 32) - 1)) ==
+          slidingCounter);
+    CHECK(wideSlidingCounter >= slidingCounter + 39);
+    CHECK(wideSlidingCounter <= 53 + 41);
     CHECK(slidingLog <= 96 + runBytesPerSlot * 3 / 2);
 }
 
@@ -1700,15 +1709,23 @@ bool sameWindowState(const WindowState& a, const WindowState& b) {
     return a.last == b.last && a.into == b.into && a.used == b.used;
 }
 
-/// Whether a memory table keeps `state` on the heap rather than in its slot's two words.
-bool heldWide(const WindowState& state) {
-    WindowWords words;
+/// How a memory table keeps a state of `Model` in its slot.
+template <class Model>
+using PackedWordsOf =
+    std::conditional_t<std::is_same_v<Model, ratelimit::FixedWindowModel>, WindowWords,
+                       ratelimit::detail::CounterWords<typename Model::State>>;
+
+/// Whether a memory table keeps `state` on the heap rather than in its slot's words.
+template <class Model>
+bool heldWide(const typename Model::State& state) {
+    PackedWordsOf<Model> words;
     words.set(state);
     return !words.packed();
 }
 
-/// A fixed-window limit whose keys' states mostly do not fit two words: a day of nanosecond
-/// ticks takes 47 bits of `into`, a count past 2^10 the rest.
+/// A limit whose keys' states mostly do not fit their words: a day of nanosecond ticks takes
+/// 47 bits of a fixed window's `into`, a count past 2^10 the rest; a sliding counter's counts
+/// may pass 32 bits.
 const Limit kWideWindow = Limit::per(Limit::kMaxCount, std::chrono::hours{24});
 
 }  // namespace
@@ -1795,15 +1812,71 @@ TEST_CASE("WindowWords: a fixed window's state is packed where its bits fit, els
     }
 }
 
-TEST_CASE(
-    "MemoryStorage: fixed-window states held whole stay exact through splits, moves, reuse "
-    "and resets",
-    "[memory_storage][memory]") {
-    // A limit of 2^48 a day: most keys' states do not fit two words and are held on the heap,
-    // others fit again as windows roll over. The table grows from one segment through splits
-    // and key moves while time leaps far enough for keys to go fresh and their entries to be
-    // reused; every decision must equal the model's own step on the key's state kept in a map.
-    using Model = ratelimit::FixedWindowModel;
+TEST_CASE("CounterWords: a sliding counter's counts are packed where each fits 32 bits",
+          "[memory_storage][memory]") {
+    using State = ratelimit::SlidingCounterModel::State;
+    using Words = ratelimit::detail::CounterWords<State>;
+    const auto same = [](const State& a, const State& b) {
+        return a.last == b.last && a.into == b.into && a.previous == b.previous &&
+               a.current == b.current;
+    };
+    STATIC_REQUIRE(sizeof(Words) == 24);
+    STATIC_REQUIRE(Words::fitsEvery((std::int64_t{1} << 32) - 1));
+    STATIC_REQUIRE_FALSE(Words::fitsEvery(std::int64_t{1} << 32));
+    const Words fresh;
+    CHECK(same(fresh.get(), State{}));
+    CHECK(fresh.packed());
+
+    constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+    constexpr std::int64_t kFits = (std::int64_t{1} << 32) - 1;
+    constexpr std::array<std::int64_t, 6> kCounts{0, 1, kFits, kFits + 1, -1, kMax};
+    Words words;  // one set of words through every state, across the heap and back
+    for (const std::int64_t last : {std::int64_t{0}, ratelimit::detail::kInt64Min, kMax}) {
+        for (const std::int64_t into : {std::int64_t{0}, kMax - 1}) {
+            for (const std::int64_t previous : kCounts) {
+                for (const std::int64_t current : kCounts) {
+                    const State state{last, into, previous, current};
+                    const bool fits =
+                        previous >= 0 && previous <= kFits && current >= 0 && current <= kFits;
+                    Words own;
+                    own.set(state);
+                    words.set(state);
+                    CAPTURE(last, into, previous, current);
+                    CHECK(own.packed() == fits);
+                    CHECK(words.packed() == fits);
+                    CHECK(same(own.get(), state));
+                    CHECK(same(words.get(), state));
+                }
+            }
+        }
+    }
+
+    // Under AddressSanitizer a block left behind or freed twice fails the run.
+    const State wide{7, 5, kFits + 1, 3};
+    words.set(wide);
+    REQUIRE_FALSE(words.packed());
+    Words moved(std::move(words));
+    CHECK_FALSE(moved.packed());
+    CHECK(same(moved.get(), wide));
+    CHECK(same(words.get(), State{}));  // NOLINT(bugprone-use-after-move)
+    Words other;
+    other.set(wide);
+    other = std::move(moved);  // frees its own block, takes the other
+    CHECK(same(other.get(), wide));
+    other = Words{};
+    CHECK(same(other.get(), State{}));
+}
+
+TEMPLATE_TEST_CASE(
+    "MemoryStorage: packed states held whole stay exact through splits, moves, reuse and resets",
+    "[memory_storage][memory]", ratelimit::FixedWindowModel, ratelimit::SlidingCounterModel) {
+    // A limit of 2^62 a day: most keys' states do not fit their words (a fixed window's two,
+    // a sliding counter's three) and are held on the heap, others fit again as windows roll
+    // over. The table grows from one segment through splits and key moves while time leaps
+    // far enough for keys to go fresh and their entries to be reused; every decision must
+    // equal the model's own step on the key's state kept in a map.
+    using Model = TestType;
+    using State = typename Model::State;
     constexpr std::size_t kMaxKeys = 30'000;
     constexpr std::size_t kKeys = 20'000;
     constexpr int kCalls = 100'000;
@@ -1814,7 +1887,7 @@ TEST_CASE(
         ratelimit::detail::Ref<ratelimit::detail::MemoryKeyspace>::make(
             options, ratelimit::detail::hashSeeds(options.seed)),
         "wide", quota);
-    std::unordered_map<std::string, WindowState> states;
+    std::unordered_map<std::string, State> states;
     ratelimit_test::Rng rng(41);
     ratelimit::Tick now = 1'000'000'000;
     std::size_t known = 0;
@@ -1832,24 +1905,26 @@ TEST_CASE(
                                 : known - static_cast<std::size_t>(ratelimit_test::logUniform(
                                               rng, 1, static_cast<std::int64_t>(known))));
         const std::string key = numberedKey(i, i % 3 == 0);
-        WindowState& state = states[key];
+        State& state = states[key];
         const std::int64_t roll = ratelimit_test::uniform(rng, 0, 99);
         if (roll == 0) {
             table.reset(key);
-            state = WindowState{};
+            state = State{};
             continue;
         }
-        const std::int64_t cost = roll < 20
-                                      ? ratelimit_test::uniform(rng, 0, 3)
-                                      : ratelimit_test::logUniform(rng, 1, std::int64_t{1} << 36);
+        constexpr unsigned kCostBits =
+            std::is_same_v<Model, ratelimit::SlidingCounterModel> ? 40 : 36;
+        const std::int64_t cost =
+            roll < 20 ? ratelimit_test::uniform(rng, 0, 3)
+                      : ratelimit_test::logUniform(rng, 1, std::int64_t{1} << kCostBits);
         const auto mode = roll < 10 ? ratelimit::StepMode::kPeek : ratelimit::StepMode::kConsume;
         const auto clock = [now] { return now; };
         const ratelimit::Decision got =
             table.step(key, ratelimit::detail::TickSource(clock), cost, mode);
-        WindowState copy = state;
+        State copy = state;
         const ratelimit::Decision want = ratelimit::detail::applyStep<Model>(
             mode == ratelimit::StepMode::kPeek ? copy : state, quota, now, cost);
-        wideSteps += heldWide(state) ? 1 : 0;
+        wideSteps += heldWide<Model>(state) ? 1 : 0;
         if (!(got == want) && mismatches++ == 0) {
             firstMismatch = "call " + std::to_string(call) + " key " + key;
         }
@@ -1861,18 +1936,25 @@ TEST_CASE(
     CHECK(stats.spilledCalls == 0);
     CHECK(wideSteps > kCalls / 4);
     CHECK(stats.movedKeys > 0);
-    CHECK(stats.byteBound >= kMaxKeys * (32 + sizeof(WindowState)));  // slot and heap state
+    // The slot (the key's 16 bytes and the words) and the state on the heap.
+    CHECK(stats.byteBound >= kMaxKeys * (16 + sizeof(PackedWordsOf<Model>) + sizeof(State)));
 }
 
-TEST_CASE(
-    "MemoryStorage: fixed-window states held whole move with their keys as other threads' "
-    "keys move them",
-    "[memory_storage][memory][concurrency]") {
+TEMPLATE_TEST_CASE(
+    "MemoryStorage: packed states held whole move with their keys as other threads' keys move "
+    "them",
+    "[memory_storage][memory][concurrency]", ratelimit::FixedWindowModel,
+    ratelimit::SlidingCounterModel) {
     // A key moved to its other group or to a new segment takes its heap state along; none is
     // freed while its key still uses it, or left to two keys. Four threads make keys of their
     // own and call older ones again, at a time that stands still 2^46 ticks into a day's
-    // window, with costs that make most states too wide for their words.
-    using Model = ratelimit::FixedWindowModel;
+    // window, with costs that make most states too wide for their words (a sliding counter's
+    // counts past 32 bits).
+    using Model = TestType;
+    using State = typename Model::State;
+    constexpr bool kCounter = std::is_same_v<Model, ratelimit::SlidingCounterModel>;
+    constexpr std::int64_t kLeastCost = kCounter ? std::int64_t{1} << 28 : 1;
+    constexpr std::int64_t kMostCost = std::int64_t{1} << (kCounter ? 40 : 24);
     constexpr std::size_t kThreads = 4;
     constexpr std::size_t kKeysPerThread = 6'000;
     const auto quota = ratelimit::Quota::make<Model>(kWideWindow, 1, 64);
@@ -1888,14 +1970,14 @@ TEST_CASE(
     threads.reserve(kThreads);
     for (std::size_t t = 0; t < kThreads; ++t) {
         threads.emplace_back([&, t] {
-            std::vector<WindowState> states(kKeysPerThread);
+            std::vector<State> states(kKeysPerThread);
             ratelimit_test::Rng rng(13 + t);
             mismatches.at(t) =
                 callOwnKeys<Model>(table, quota, t, kNow, states, rng, [](ratelimit_test::Rng& r) {
-                    return ratelimit_test::logUniform(r, 1, std::int64_t{1} << 24);
+                    return ratelimit_test::logUniform(r, kLeastCost, kMostCost);
                 });
-            for (const WindowState& state : states) {
-                wide.at(t) += heldWide(state) ? 1U : 0U;
+            for (const State& state : states) {
+                wide.at(t) += heldWide<Model>(state) ? 1U : 0U;
             }
         });
     }

@@ -32,6 +32,9 @@ struct SlidingCounterModel
         std::int64_t previous = 0;
         std::int64_t current = 0;
     };
+    /// The memory table may keep the state in 24 bytes (`detail::CounterWords`): a fresh state
+    /// is all zeros, 0 <= into < period and both counts at most count.
+    static constexpr bool kStateInCounterWords = true;
 
     RATELIMIT_INLINE static Decision step(State& state, const Quota& q, Tick now,
                                           std::int64_t cost) noexcept {

@@ -25,6 +25,7 @@
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/checked_math.hpp>
 #include <ratelimit/detail/chrono.hpp>
+#include <ratelimit/detail/counter_words.hpp>
 #include <ratelimit/detail/inline.hpp>
 #include <ratelimit/detail/limit_epochs.hpp>
 #include <ratelimit/detail/ref_counted.hpp>
@@ -453,6 +454,21 @@ concept CountedWindowState = M::kStateInWindowWords &&
     { s.used } -> std::same_as<std::int64_t&>;
 };
 
+/// A sliding counter's state: its last write, how far into its window, the counts of the
+/// previous window and the current one. A table keeps it in 24 bytes (`CounterWords`) where
+/// the model says it may (`kStateInCounterWords`: a fresh state is all zeros, and the counts
+/// stay within its `range`).
+template <class M>
+concept SlidingCounterState = M::kStateInCounterWords &&
+                                  std::is_trivially_copyable_v<typename M::State> &&
+                                  sizeof(typename M::State) == 4 * sizeof(std::int64_t) &&
+                              requires(typename M::State s) {
+    { s.last } -> std::same_as<Tick&>;
+    { s.into } -> std::same_as<Tick&>;
+    { s.previous } -> std::same_as<std::int64_t&>;
+    { s.current } -> std::same_as<std::int64_t&>;
+};
+
 /// `M` is an `AlgorithmModel` (algorithms/model.hpp; the storage checks it). `Probe` is
 /// `NoSlotProbe` but in tests.
 template <class M, SlotProbePolicy Probe = NoSlotProbe>
@@ -592,16 +608,20 @@ private:
     using Epoch = typename LimitEpochs<QuotaOf<M>>::Epoch;
 
     /// A bucket's state is a word pair (`kPairs`); see "Bucket slots" below. A fixed window's
-    /// is packed in two words (`kWindowWords`).
+    /// is packed in two words, a sliding counter's in three (`kPackedWords`): each held whole
+    /// on the heap where it does not fit.
     static constexpr bool kPairs = PairState<M>;
     static constexpr bool kWindowWords = CountedWindowState<M>;
-    using SlotState = std::conditional_t<
-        kPairs, WordPair,
-        std::conditional_t<kWindowWords, WindowWords<typename M::State>, typename M::State>>;
+    static constexpr bool kPackedWords = kWindowWords || SlidingCounterState<M>;
+    using PackedWords = std::conditional_t<kWindowWords, WindowWords<typename M::State>,
+                                           CounterWords<typename M::State>>;
+    using SlotState =
+        std::conditional_t<kPairs, WordPair,
+                           std::conditional_t<kPackedWords, PackedWords, typename M::State>>;
 
     /// A slot's key bytes and state, guarded by the slot's `SlotMeta` in its group (which
     /// clang's analysis cannot name from here), and for a bucket steppable without it: 32 bytes
-    /// for the buckets and the fixed window.
+    /// for the buckets and the fixed window, 40 for the sliding counter.
     struct Slot {
         KeyBytes key;
         SlotState state{};
@@ -1092,21 +1112,21 @@ private:
                     return d;
                 }
             }
-        } else if constexpr (kWindowWords) {
+        } else if constexpr (kPackedWords) {
             if (!state.packed()) [[unlikely]] {
                 return runWholeCold(state, r);
             }
-            return runWindowWords<true>(state, r);
+            return runPackedWords<true>(state, r);
         } else {
             return run(state, r);
         }
     }
 
-    /// Steps a fixed window's words (`WindowWords`): the state unpacked, run, and packed again
+    /// Steps a state packed in words (`kPackedWords`): the state unpacked, run, and packed again
     /// when the call writes, as a bucket's words are (`stepWords`). `Packed`: the caller found
     /// the state in the words, not on the heap.
     template <bool Packed>
-    RATELIMIT_INLINE Decision runWindowWords(SlotState& words, const Request& r) {
+    RATELIMIT_INLINE Decision runPackedWords(SlotState& words, const Request& r) {
         typename M::State state = Packed ? words.unpack() : words.get();
         Decision d = run(state, r);
         if (r.writes()) {
@@ -1120,7 +1140,7 @@ private:
     }
 
     RATELIMIT_COLD Decision runWholeCold(SlotState& words, const Request& r) {
-        return runWindowWords<false>(words, r);
+        return runPackedWords<false>(words, r);
     }
 
     /// `stepHeld` out of line, for the cold paths, and resets.
@@ -1244,7 +1264,7 @@ private:
             while (swaps_ && !compareExchangeWords(state, seen, seen)) {
             }
             return decode(seen);
-        } else if constexpr (kWindowWords) {
+        } else if constexpr (kPackedWords) {
             return state.get();
         } else {
             return static_cast<const typename M::State&>(state);
@@ -1904,11 +1924,13 @@ private:
                keyspace_->options.spillEntries * sizeof(SpillEntry);
     }
 
-    /// Whether a key's state under `quota` may not fit its slot's words (`WindowWords`).
+    /// Whether a key's state under `quota` may not fit its slot's words (`kPackedWords`).
     static bool holdsWhole(const QuotaOf<M>& quota) noexcept {
         if constexpr (kWindowWords) {
             const ModelRange range = M::range(quota);
             return !WindowWords<typename M::State>::fitsEvery(range.span - 1, range.units);
+        } else if constexpr (kPackedWords) {
+            return !CounterWords<typename M::State>::fitsEvery(M::range(quota).units);
         } else {
             return false;
         }
@@ -1917,7 +1939,7 @@ private:
     [[nodiscard]] std::size_t heapBytes() const noexcept {
         if constexpr (HasHeapBound<M>) {
             return M::heapBytes(epochs_.current().value);
-        } else if constexpr (kWindowWords) {
+        } else if constexpr (kPackedWords) {
             return mayHoldWhole_.load(std::memory_order_relaxed) ? sizeof(typename M::State) : 0;
         } else {
             return 0;
@@ -1948,9 +1970,9 @@ private:
     HeapArray<SpillEntry> spill_;
     /// Bucket slots are stepped by compare-and-swap, their words marked (see "Bucket slots").
     const bool swaps_;
-    /// A fixed-window table has held a limit under which a state may be held whole on the heap
-    /// (`WindowWords`): its byte bound counts that state. Never cleared: states made under the
-    /// limit may outlive it.
+    /// A table of packed states has held a limit under which a state may be held whole on the
+    /// heap (`kPackedWords`): its byte bound counts that state. Never cleared: states made under
+    /// the limit may outlive it.
     std::atomic<bool> mayHoldWhole_;
     std::atomic<std::size_t> tracked_{0};
     std::atomic<std::uint64_t> sweepCursor_{0};
