@@ -1709,6 +1709,25 @@ bool sameWindowState(const WindowState& a, const WindowState& b) {
     return a.last == b.last && a.into == b.into && a.used == b.used;
 }
 
+/// Words holding `wide` on the heap, moved and assigned: each block goes with its words and
+/// is freed once (under AddressSanitizer a block left behind or freed twice fails the run).
+template <class Words, class State, class Same>
+void checkHeapMoves(const State& wide, Same same) {
+    Words words;
+    words.set(wide);
+    REQUIRE_FALSE(words.packed());
+    Words moved(std::move(words));
+    CHECK_FALSE(moved.packed());
+    CHECK(same(moved.get(), wide));
+    CHECK(same(words.get(), State{}));  // NOLINT(bugprone-use-after-move)
+    Words other;
+    other.set(wide);
+    other = std::move(moved);  // frees its own block, takes the other
+    CHECK(same(other.get(), wide));
+    other = Words{};
+    CHECK(same(other.get(), State{}));
+}
+
 /// How a memory table keeps a state of `Model` in its slot.
 template <class Model>
 using PackedWordsOf =
@@ -1798,17 +1817,7 @@ TEST_CASE("WindowWords: a fixed window's state is packed where its bits fit, els
         CHECK_FALSE(!words.packed());
         CHECK(sameWindowState(words.get(), packed));
 
-        words.set(wide);
-        WindowWords moved(std::move(words));
-        CHECK(!moved.packed());
-        CHECK(sameWindowState(moved.get(), wide));
-        CHECK(sameWindowState(words.get(), WindowState{}));  // NOLINT(bugprone-use-after-move)
-        WindowWords other;
-        other.set(wide);
-        other = std::move(moved);  // frees its own block, takes the other
-        CHECK(sameWindowState(other.get(), wide));
-        other = WindowWords{};
-        CHECK(sameWindowState(other.get(), WindowState{}));
+        checkHeapMoves<WindowWords>(wide, sameWindowState);
     }
 }
 
@@ -1851,20 +1860,7 @@ TEST_CASE("CounterWords: a sliding counter's counts are packed where each fits 3
         }
     }
 
-    // Under AddressSanitizer a block left behind or freed twice fails the run.
-    const State wide{7, 5, kFits + 1, 3};
-    words.set(wide);
-    REQUIRE_FALSE(words.packed());
-    Words moved(std::move(words));
-    CHECK_FALSE(moved.packed());
-    CHECK(same(moved.get(), wide));
-    CHECK(same(words.get(), State{}));  // NOLINT(bugprone-use-after-move)
-    Words other;
-    other.set(wide);
-    other = std::move(moved);  // frees its own block, takes the other
-    CHECK(same(other.get(), wide));
-    other = Words{};
-    CHECK(same(other.get(), State{}));
+    checkHeapMoves<Words>(State{7, 5, kFits + 1, 3}, same);
 }
 
 TEMPLATE_TEST_CASE(
