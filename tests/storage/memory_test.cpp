@@ -313,10 +313,10 @@ TEST_CASE("MemoryStorage: a split moves about 2 in 5 of a segment's entries, nev
 
 TEST_CASE("MemoryStorage: keys keep their state while other threads' keys split their segments",
           "[memory_storage][memory][concurrency]") {
-    // A split moves half a segment's entries under each moved slot's lock; a call that looked
-    // at the old place looks again. Every key must come out of it with exactly the admissions
-    // of its limit: none lost (a reset), none twice (two entries). Each thread makes keys of
-    // its own, calling older ones again as the table grows, and all threads share hot keys.
+    // A split moves about 2 in 5 of a segment's entries under each moved slot's lock; a call that
+    // looked at the old place looks again. Every key must come out of it with exactly the
+    // admissions of its limit: none lost (a reset), none twice (two entries). Each thread makes
+    // keys of its own, calling older ones again as the table grows, and all threads share hot keys.
     constexpr std::size_t kThreads = 4;
     constexpr std::size_t kKeysPerThread = 12'000;  // 48'000 keys: about a hundred splits
     constexpr std::size_t kHotKeys = 16;
@@ -1289,7 +1289,7 @@ TEST_CASE("MemoryStorage: the slot tag of a key is independent of its group",
         CHECK(chiSquare < 390.0);
     }
     SECTION("keys that share a group of a full-size table share a tag by chance alone") {
-        // The default maxKeys: 2048 segments of 38 groups once every segment has split.
+        // The default maxKeys: 2,025 segments of 38 groups once every segment has split.
         const auto shape = ratelimit::detail::tableShape(1'000'000);
         REQUIRE(shape.maxSegments() * shape.segmentGroups > 75'000);
         std::map<std::uint64_t, std::vector<std::uint8_t>> tagsByGroup;

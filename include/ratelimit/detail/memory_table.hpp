@@ -375,14 +375,15 @@ struct KeyPlacement {
     std::uint16_t mark = 0;  ///< 16 more bits of the key's hash, for bucket slots' words
 };
 
-/// Maps a 64-bit hash onto [0, n) without a division (Lemire's multiply-shift), so segments
-/// need not be a power of two groups. For n = 2^d it is the hash's top d bits.
+/// Maps a 64-bit hash onto [0, n) without a division (Lemire's multiply-shift), so neither the
+/// directory nor a segment need be a power of two. For n = 2^d it is the hash's top d bits.
 inline std::uint64_t reduce(std::uint64_t hash, std::size_t n) noexcept {
     return static_cast<std::uint64_t>((UInt128{hash} * n) >> 64U);
 }
 
 /// Places a key whose digest is `d` in a table of `shape`. The directory entry takes the top
-/// bits of `d.high` (a split moves the keys of the next bit), the groups the top bits of
+/// bits of `d.high` (consecutive entries take consecutive ranges of it; a split moves the keys
+/// at or above its cut), the groups the top bits of
 /// `d.low` and of the low half of `d.high`, the tag the low half of `d.low`, the home the four
 /// bits above it, the mark the 16 bits above the low half of `d.high`: from shared bits, the keys
 /// of one group would share tags (and a lookup would lock all of them) or homes. It writes into `p`
@@ -1828,6 +1829,7 @@ private:
             }
         }
         const std::size_t count = segmentCount_.load(std::memory_order_relaxed);
+        RATELIMIT_ASSUME(count < shape_.maxSegments());  // each split narrows a run of entries
         segments_[count] = upper;
         segmentCount_.store(count + 1, std::memory_order_release);
         for (std::size_t g = 0; g < shape_.segmentGroups; ++g) {
