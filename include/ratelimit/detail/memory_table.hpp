@@ -7,7 +7,6 @@
 // after a key moved to its other group could not make room; fresh entries reused in place, a
 // constant sweep per inserting call, spill entries at the bound.
 
-#include <algorithm>
 #include <array>
 #include <atomic>
 #include <bit>
@@ -359,7 +358,8 @@ inline TableShape tableShape(std::size_t maxKeys) noexcept {
 [[nodiscard]] constexpr std::size_t splitWidth(std::size_t width) noexcept {
     constexpr std::size_t kShare = 2;  // in kOf, rounded to the nearest
     constexpr std::size_t kOf = 5;
-    return std::max<std::size_t>(1, (kShare * width + kOf / 2) / kOf);
+    const std::size_t share = (kShare * width + kOf / 2) / kOf;
+    return share == 0 ? 1 : share;  // not std::max: <algorithm> costs every includer compile time
 }
 
 /// Where a key lives in a table: the directory entry that names its segment, its two candidate
