@@ -1,6 +1,6 @@
 #pragma once
 
-// The table behind one limiter of a `MemoryStorage`: groups of 16 slots, each with its own
+// The table behind one limiter of a `MemoryStorage`: groups of 14 slots, each with its own
 // lock (one byte, which also holds the length of the slot's key), found through two candidate
 // groups per key and byte tags and lengths that filter before any lock;
 // segments of groups that split in two, unevenly, as keys arrive, up to room for `maxKeys`,
@@ -299,15 +299,29 @@ struct StoredKey {
     KeyBytes bytes;
 };
 
-inline constexpr std::size_t kGroupSlots = 16;
-/// Tables are sized for this many keys of a group's 16 slots at `maxKeys`. Two candidate groups
-/// per key, and a key moved to its other group when both are full (`displace`), fill a segment
-/// to about 15.9 keys a group before a new key finds no room (lowest 15.7 over 20 seeds); at
-/// 13, a segment of one directory entry (33 to 64 groups) has room for 4.3 to 6.4 standard
-/// deviations above its share of `maxKeys` keys, so a key spills before the table holds
-/// `maxKeys` only rarely. (12 without moves left 47 bytes a token-bucket key at 10^6 keys; 13
-/// leaves 44.)
-inline constexpr std::size_t kKeysPerGroup = 13;
+/// A group's slots: 14, so that its header fits 32 bytes (two tag words, 14 lengths and locks,
+/// the insert lock) and a group of 32-byte slots (the buckets', the fixed window's, the sliding
+/// log's) is 480 bytes. With 16 slots the header's insert lock and a count took the 8 bytes
+/// past 32, padded to 16 before a bucket's 16-byte aligned slots: 560 bytes for 16 slots, 2 %
+/// more a slot. 15 slots would make 512-byte groups, whose tag words all fall in one eighth of
+/// the cache's sets: 10^5 keys took 1.08-1.15× as long (bench/README.md, "Memory: 14-slot
+/// groups").
+inline constexpr std::size_t kGroupSlots = 14;
+/// Tables are sized for 13 keys in every 16 slots at `maxKeys` (11.4 keys a group). Two
+/// candidate groups per key, and a key moved to its other group when both are full
+/// (`displace`), fill a segment to about 13.9 keys a group before a new key finds no room
+/// (lowest 13.70 over 20 seeds); at 13 in 16, a segment of one directory entry (33 to 64
+/// groups) has room for 4.0 to 6.0 standard deviations above its share of `maxKeys` keys, so a
+/// key spills before the table holds `maxKeys` only rarely. (12 in 16 without moves left 47
+/// bytes a token-bucket key at 10^6 keys.)
+inline constexpr std::size_t kSizedKeys = 13;
+inline constexpr std::size_t kSizedSlots = 16;
+
+/// The groups that hold `keys` keys at kSizedKeys in kSizedSlots.
+[[nodiscard]] constexpr std::size_t groupsFor(std::size_t keys) noexcept {
+    constexpr std::size_t kKeysIn = kSizedKeys * kGroupSlots;  // keys in kSizedSlots groups
+    return (keys * kSizedSlots + kKeysIn - 1) / kKeysIn;
+}
 /// A table grows a segment of groups at a time. Segments hold about this many groups (fewer
 /// in small tables, more in tables of over 12 million keys, whose directory stops at
 /// 2^kMaxDirectoryBits segments).
@@ -316,8 +330,8 @@ inline constexpr unsigned kMaxDirectoryBits = 14;
 static_assert((std::size_t{1} << kMaxDirectoryBits) <= UINT16_MAX,
               "a directory entry's width takes 16 bits");
 
-/// Slots examined by one inserting call, at most.
-inline constexpr std::size_t kSweepPerCall = 4;
+/// Slots examined by one inserting call, at most: half a group.
+inline constexpr std::size_t kSweepPerCall = 7;
 
 /// How many times a new key looks again, when a key of its full groups could move but for
 /// another call's lock on the group it would move to, before its segment counts as full.
@@ -326,7 +340,7 @@ inline constexpr int kBusyLooks = 8;
 /// How a table of `maxKeys` grows: it starts as one segment of `segmentGroups` groups, named by
 /// every entry of a directory of `entries`, and a segment whose groups are full splits in two
 /// (extendible hashing, Fagin et al. 1979, with uneven splits: `splitWidth`) until each entry
-/// names a segment of its own, room for `maxKeys` at kKeysPerGroup keys per group.
+/// names a segment of its own, room for `maxKeys` (`groupsFor`).
 struct TableShape {
     std::size_t entries = 1;
     std::size_t segmentGroups = 1;
@@ -335,7 +349,7 @@ struct TableShape {
 };
 
 inline TableShape tableShape(std::size_t maxKeys) noexcept {
-    const std::size_t groups = (maxKeys + kKeysPerGroup - 1) / kKeysPerGroup;
+    const std::size_t groups = groupsFor(maxKeys);
     unsigned bits = 0;
     while (bits < kMaxDirectoryBits && (groups >> bits) > kSegmentGroupsTarget) {
         ++bits;
@@ -384,7 +398,7 @@ inline std::uint64_t reduce(std::uint64_t hash, std::size_t n) noexcept {
 /// Places a key whose digest is `d` in a table of `shape`. The directory entry takes the top
 /// bits of `d.high` (consecutive entries take consecutive ranges of it; a split moves the keys
 /// at or above its cut), the groups the top bits of
-/// `d.low` and of the low half of `d.high`, the tag the low half of `d.low`, the home the four
+/// `d.low` and of the low half of `d.high`, the tag the low half of `d.low`, the home the 16
 /// bits above it, the mark the 16 bits above the low half of `d.high`: from shared bits, the keys
 /// of one group would share tags (and a lookup would lock all of them) or homes. It writes into `p`
 /// in place: a returned struct, copied into the caller's lookup, costs the step path a
@@ -401,19 +415,26 @@ RATELIMIT_INLINE void placeKey(const Digest128& d, const TableShape& shape,
     const std::uint64_t second = reduce(d.high << kHalf, groups > 1 ? groups - 1 : 1);
     p.groups = {first, second + static_cast<std::uint64_t>(groups > 1 && second >= first)};
     p.tag = static_cast<std::uint8_t>(1 + reduce(d.low << kHalf, kTagValues));
-    p.home = static_cast<std::uint8_t>((d.low >> kHalf) % kGroupSlots);
+    // Scaled to a slot by a multiply-shift, not a division by kGroupSlots.
+    constexpr unsigned kHomeBits = 16;
+    constexpr std::uint64_t kHomeMask = (std::uint64_t{1} << kHomeBits) - 1;
+    p.home = static_cast<std::uint8_t>((((d.low >> kHalf) & kHomeMask) * kGroupSlots) >> kHomeBits);
     p.mark = static_cast<std::uint16_t>(d.high >> kHalf);  // below the entry's bits
 }
 
 /// Hears every slot lock a table takes for a key, `foreign` when the slot holds another key,
 /// and every step of a bucket table that swaps a slot's words without its lock (always the
 /// key's own): what tests count to check that tags filter. Spill entries, shared by design,
-/// are not heard. Hears too each key moved to its other group, while it is in both slots.
+/// are not heard. Hears too each key moved to its other group, while it is in both slots, and
+/// each call that found its key's segment full, before it splits it (where a test holds calls
+/// that found one segment full, so that they split together).
 template <class P>
 concept SlotProbePolicy = requires(P& probe, bool foreign) {
     { probe.slotLocked(foreign) }
     noexcept->std::same_as<void>;
     { probe.keyMoving() }
+    noexcept->std::same_as<void>;
+    { probe.segmentFull() }
     noexcept->std::same_as<void>;
 };
 
@@ -421,6 +442,7 @@ concept SlotProbePolicy = requires(P& probe, bool foreign) {
 struct NoSlotProbe {
     void slotLocked(bool /*foreign*/) noexcept {}
     void keyMoving() noexcept {}
+    void segmentFull() noexcept {}
 };
 static_assert(SlotProbePolicy<NoSlotProbe>);
 
@@ -604,6 +626,30 @@ public:
 
     [[nodiscard]] const Probe& probe() const noexcept { return probe_; }
 
+    /// Whether the directory is as splits must leave it: entry by entry, runs of consecutive
+    /// entries that name one segment and record the run's length, as many runs as segments.
+    /// For tests, with no call running: a split whose first entry was found wrong leaves a
+    /// run whose widths disagree.
+    [[nodiscard]] bool directoryIsWhole() const noexcept {
+        std::size_t runs = 0;
+        const Group* previous = nullptr;
+        for (std::size_t e = 0; e < shape_.maxSegments(); ++runs) {
+            const Group* const segment = directory_[e].load(std::memory_order_relaxed);
+            const std::size_t width = widths_[e].load(std::memory_order_relaxed);
+            if (segment == previous || width == 0 || width > shape_.maxSegments() - e) {
+                return false;
+            }
+            for (const std::size_t end = e + width; e < end; ++e) {
+                if (directory_[e].load(std::memory_order_relaxed) != segment ||
+                    widths_[e].load(std::memory_order_relaxed) != width) {
+                    return false;
+                }
+            }
+            previous = segment;
+        }
+        return runs == segmentCount_.load(std::memory_order_relaxed);
+    }
+
 private:
     /// A limit the table has enforced (`setQuota`).
     using Epoch = typename LimitEpochs<QuotaOf<M>>::Epoch;
@@ -635,32 +681,44 @@ private:
     };
 
     static constexpr std::size_t kTagsPerWord = sizeof(std::uint64_t);
-    static constexpr std::size_t kTagWords = kGroupSlots / kTagsPerWord;
+    static constexpr std::size_t kTagWords = (kGroupSlots + kTagsPerWord - 1) / kTagsPerWord;
+    /// A group's header: its tags (16 bytes), its slots' `SlotMeta` (14), its insert lock and
+    /// a spare byte.
+    static constexpr std::size_t kHeaderBytes = 32;
+    static constexpr std::size_t kGroupBytes = kHeaderBytes + kGroupSlots * sizeof(Slot);
+    /// Groups of 32-byte slots start on 32 bytes, so that no slot straddles two cache lines.
+    static constexpr std::size_t kSlotAlign = 32;
+    static constexpr std::size_t kGroupAlign =
+        sizeof(Slot) == kSlotAlign && kGroupBytes % kSlotAlign == 0 ? kSlotAlign : alignof(Slot);
 
-    struct Group {
+    struct alignas(kGroupAlign) Group {
         /// Byte i % 8 of word i / 8 is slot i's tag: 0 empty, otherwise its key's (1 … 255,
-        /// `placeKey`), so one load matches 8 slots at once. Written under `insertLock`; read
-        /// without it as a hint, confirmed under the slot's lock.
+        /// `placeKey`), so one load matches 8 slots at once. The last word's bytes past the
+        /// slots stay 0 (`slotBytes` leaves them out of the empty slots). Written under
+        /// `insertLock`; read without it as a hint, confirmed under the slot's lock.
         std::array<std::atomic<std::uint64_t>, kTagWords> tags{};
         /// Slot i's lock and its key's length: a lookup locks only slots whose tag and length
         /// are its key's.
         std::array<SlotMeta, kGroupSlots> meta{};
-        SlotLock insertLock;
-        /// Counts the changes of `tags` (each one made under `insertLock`, this count after it),
-        /// so a call that found no slot for its key need not look again under the insert lock
-        /// when the count is the same. It wraps, harmlessly unless one call sits between its
-        /// two looks through 2^32 changes of its group.
-        std::atomic<std::uint32_t> tagChanges{0};
-        // The header takes 40 bytes, 48 before a bucket's 16-byte aligned slots: a token
-        // bucket's group is 560 bytes, 43 per key at 13 keys a group.
+        /// Guards the tags, and so which slot holds which key. A `SlotMeta` whose length stays
+        /// 0: one byte, where a 4-byte lock that sleeps in the kernel would not fit the header.
+        /// Its waiters nap instead; it is held for a key's placement, or for a split that moves
+        /// the segment's keys.
+        SlotMeta insertLock;
         std::array<Slot, kGroupSlots> slots{};
     };
+    static_assert(sizeof(Group) == kGroupBytes, "a group is its header and its slots");
 
-    /// The `tagChanges` of a key's two groups as a call first looked at them.
-    using TagCounts = std::array<std::uint32_t, 2>;
+    /// The high bit of each byte of tag word w that is a slot's tag.
+    static constexpr std::uint64_t slotBytes(std::size_t w) noexcept {
+        const std::size_t slots = kGroupSlots - w * kTagsPerWord;
+        return slots >= kTagsPerWord ? kHighBits
+                                     : kHighBits >> (kTagsPerWord * (kTagsPerWord - slots));
+    }
 
     static constexpr std::uint64_t kLowBytes = 0x0101010101010101ULL;
     static constexpr std::uint64_t kLow7Bits = 0x7f7f7f7f7f7f7f7fULL;
+    static constexpr std::uint64_t kHighBits = 0x8080808080808080ULL;
 
     /// The high bit of every zero byte of `x`, exactly (no borrow from a neighbouring byte).
     static std::uint64_t zeroBytes(std::uint64_t x) noexcept {
@@ -673,6 +731,10 @@ private:
     static std::size_t byteIndex(std::uint64_t highBits) noexcept {
         return static_cast<std::size_t>(std::countr_zero(highBits)) / kTagsPerWord;
     }
+    /// The high bit of each byte of tag word w of `g` that is an empty slot's.
+    static std::uint64_t emptyBytes(const Group& g, std::size_t w) noexcept {
+        return zeroBytes(g.tags[w].load(std::memory_order_relaxed)) & slotBytes(w);
+    }
     static std::uint8_t tagAt(const Group& g, std::size_t i) noexcept {
         const std::uint64_t word = g.tags[i / kTagsPerWord].load(std::memory_order_relaxed);
         return static_cast<std::uint8_t>(word >> (kTagsPerWord * (i % kTagsPerWord)));
@@ -684,8 +746,6 @@ private:
         constexpr std::uint64_t kByte = 0xFF;
         const std::uint64_t others = word.load(std::memory_order_relaxed) & ~(kByte << shift);
         word.store(others | (std::uint64_t{tag} << shift), std::memory_order_release);
-        g.tagChanges.store(g.tagChanges.load(std::memory_order_relaxed) + 1,
-                           std::memory_order_release);
     }
 
     /// A key as stored, where it lives, and the hash that picks its spill entry (reduced only
@@ -1005,20 +1065,15 @@ private:
         return false;
     }
 
-    /// The key's slot in `segment`, returned locked, or none when the key has no slot there,
-    /// with what the look saw in `seen`.
-    Locked lockOwnSlot(Group* segment, const Lookup& k,
-                       TagCounts& seen) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
+    /// The key's slot in `segment`, returned locked, or none when the key has no slot there.
+    Locked lockOwnSlot(Group* segment, const Lookup& k) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
         prefetchLookup(segment, k);
-        const Locked s = lockOwnSlot(segment[k.groups[0]], k, seen[0]);
-        return s ? s : lockOwnSlot(segment[k.groups[1]], k, seen[1]);
+        const Locked s = lockOwnSlot(segment[k.groups[0]], k);
+        return s ? s : lockOwnSlot(segment[k.groups[1]], k);
     }
 
     /// The key's slot in `g`, returned locked, or none.
-    Locked lockOwnSlot(Group& g, const Lookup& k,
-                       std::uint32_t& seen) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
-        // Read before the tags: a tag changed after this read changes the count too.
-        seen = g.tagChanges.load(std::memory_order_acquire);
+    Locked lockOwnSlot(Group& g, const Lookup& k) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
         Locked found;
         visitTagged(g, k.tag, [&](std::size_t i) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
             if (!g.meta[i].lockIfLength(k.key.length)) {
@@ -1036,16 +1091,17 @@ private:
         return found;
     }
 
-    Decision stepLocked(Group* segment, const Lookup& k,
-                        const Request& r) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
-        TagCounts seen{};
-        if (const Locked s = lockOwnSlot(segment, k, seen)) {
+    /// Always inlined: GCC 12 left it out of line once `place` took no counts from it, a call
+    /// on every locked step (a window's step, time given, 1.10× as long).
+    RATELIMIT_INLINE Decision stepLocked(Group* segment, const Lookup& k,
+                                         const Request& r) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
+        if (const Locked s = lockOwnSlot(segment, k)) {
             // Returned as it is built: copied into a `Decision` declared here, the step's
             // 48 bytes stalled the call on a store-forwarding miss (15 % of a hot key's time).
             const SlotMetaGuard guard(*s.meta, kAdoptLock);
             return stepHeldHot(s.slot->state, r);
         }
-        return place(segment, k, r, seen);
+        return place(segment, k, r);
     }
 
     /// A bucket table that swaps: the key's words swapped without a lock, or, where they are
@@ -1324,29 +1380,36 @@ private:
             return reclaimable(heldState(state), now);
         }
     }
-    RATELIMIT_COLD bool findIn(Group& g, const Lookup& k, const Request& r,
-                               Decision& out) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
-        std::uint32_t seen = 0;
-        const Locked s = lockOwnSlot(g, k, seen);
-        if (!s) {
+
+    /// Runs the request on the key's slot in `g`, if it has one. Under the group's insert lock
+    /// no slot's key changes (keys are placed, moved and freed only under it), so the look
+    /// compares keys without slot locks and locks only the key's own slot.
+    RATELIMIT_COLD bool findIn(Group& g, const Lookup& k, const Request& r, Decision& out)
+        RATELIMIT_REQUIRES(g.insertLock) {
+        std::size_t own = kGroupSlots;
+        visitTagged(g, k.tag, [&](std::size_t i) {
+            const bool mine =
+                g.meta[i].length() == k.key.length && k.key.bytes.matches(g.slots[i].key);
+            own = mine ? i : own;
+            return mine;
+        });
+        if (own == kGroupSlots) {
             return false;
         }
-        const SlotMetaGuard guard(*s.meta, kAdoptLock);
-        out = runCold(s.slot->state, r);
+        const SlotMetaGuard guard(g.meta[own]);
+        probe_.slotLocked(false);
+        out = runCold(g.slots[own].state, r);
         return true;
     }
 
-    /// Looks for the key again, under both groups' insert locks (so the answer holds until they
-    /// are released), in each group whose tags changed since the call's first look: another
-    /// call may have placed the key there meanwhile.
+    /// Looks for the key again, under both groups' insert locks, so the answer holds until
+    /// they are released: another call may have placed the key since the call's first look.
+    /// (No count of each group's tag changes tells whether it may have: the look locks no other
+    /// key's slot, and a count took a header's 4 bytes, `kHeaderBytes`.)
     RATELIMIT_COLD bool revisit(Group& first, Group& second, const Lookup& k, const Request& r,
-                                const TagCounts& seen, Decision& out)
+                                Decision& out)
         RATELIMIT_REQUIRES(first.insertLock, second.insertLock) {
-        const auto changed = [](const Group& g, std::uint32_t count) {
-            return g.tagChanges.load(std::memory_order_relaxed) != count;
-        };
-        return (changed(first, seen[0]) && findIn(first, k, r, out)) ||
-               (changed(second, seen[1]) && findIn(second, k, r, out));
+        return findIn(first, k, r, out) || (&second != &first && findIn(second, k, r, out));
     }
 
     /// How a call on a key without an entry in the segment it looked at ended.
@@ -1359,8 +1422,7 @@ private:
 
     /// A key with no entry where the call looked: a call that writes takes one, any other is
     /// answered without. Both look again first, under locks that keep the answer true.
-    RATELIMIT_COLD Decision place(Group* segment, const Lookup& k, const Request& r,
-                                  TagCounts seen) {
+    RATELIMIT_COLD Decision place(Group* segment, const Lookup& k, const Request& r) {
         const bool writes = r.inserts(r.epoch->value.capacity);
         if (writes) {
             sweep(r.now);
@@ -1368,8 +1430,8 @@ private:
         Decision d;
         for (int busy = 0;;) {
             std::size_t width = 0;  // of the key's segment, when it was found full
-            Placed p = writes ? insertAndStep(segment, k, r, seen, d, width)
-                              : answerUnplaced(segment, k, r, seen, d);
+            Placed p =
+                writes ? insertAndStep(segment, k, r, d, width) : answerUnplaced(segment, k, r, d);
             if (p == Placed::kDone) {
                 return d;
             }
@@ -1379,11 +1441,13 @@ private:
             if (p == Placed::kBusy && ++busy > kBusyLooks) {
                 p = Placed::kFull;
             }
-            if (p == Placed::kFull && !grow(segment, k, width)) {
-                return spill(k, r);
+            if (p == Placed::kFull) {
+                probe_.segmentFull();
+                if (!grow(segment, k, width)) {
+                    return spill(k, r);
+                }
             }
             segment = segmentOf(k);
-            seen = {};  // every tag counts as changed: the next look under the locks is a full one
         }
     }
 
@@ -1391,7 +1455,7 @@ private:
     /// refund): answered as the entry it would get, fresh or its spill entry, without taking
     /// one.
     RATELIMIT_COLD Placed answerUnplaced(Group* segment, const Lookup& k, const Request& r,
-                                         const TagCounts& seen, Decision& out) {
+                                         Decision& out) {
         // The time read before the locks only judges freshness, conservatively (a key fresh at
         // an earlier time stays fresh).
         const Tick hint = r.now;
@@ -1402,7 +1466,7 @@ private:
                 p = Placed::kMoved;
                 return;
             }
-            found = revisit(x, y, k, r, seen, out);
+            found = revisit(x, y, k, r, out);
             if (!found && !hasRoom(x, y, hint) && !mayGrow(k) &&
                 (!belowMaxKeys() || displace(segment, x, y, Displace::kLook, nullptr) == nullptr)) {
                 p = Placed::kFull;
@@ -1430,15 +1494,15 @@ private:
         Group& first = segment[k.groups[0]];
         Group& second = segment[k.groups[1]];
         if (&first == &second) {
-            SlotGuard insert(first.insertLock);
+            const SlotMetaGuard insert(first.insertLock);
             f(first, first);
             return;
         }
         const bool inOrder = k.groups[0] < k.groups[1];
-        SlotLock& low = inOrder ? first.insertLock : second.insertLock;
-        SlotLock& high = inOrder ? second.insertLock : first.insertLock;
-        SlotGuard insertLow(low);
-        SlotGuard insertHigh(high);
+        SlotMeta& low = inOrder ? first.insertLock : second.insertLock;
+        SlotMeta& high = inOrder ? second.insertLock : first.insertLock;
+        const SlotMetaGuard insertLow(low);
+        const SlotMetaGuard insertHigh(high);
         f(first, second);
     }
 
@@ -1488,7 +1552,7 @@ private:
     /// Finds or places the key and runs the request; when both its groups are full, says so
     /// with the width of its segment then (no split can run under the insert locks).
     RATELIMIT_COLD Placed insertAndStep(Group* segment, const Lookup& k, const Request& r,
-                                        const TagCounts& seen, Decision& out, std::size_t& width) {
+                                        Decision& out, std::size_t& width) {
         Placed p = Placed::kFull;
         withInsertLocks(segment, k, [&](Group& x, Group& y) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
             if (!holds(segment, k)) {
@@ -1496,7 +1560,7 @@ private:
                 return;
             }
             bool busy = false;
-            if (findOrClaim(segment, x, y, k, r, seen, out, busy)) {
+            if (findOrClaim(segment, x, y, k, r, out, busy)) {
                 p = Placed::kDone;
             } else {
                 p = busy ? Placed::kBusy : Placed::kFull;
@@ -1532,9 +1596,9 @@ private:
     /// false when none is found, or the table holds `maxKeys`, with `busy` set when a key could
     /// have moved but for a lock held.
     RATELIMIT_COLD bool findOrClaim(Group* segment, Group& x, Group& y, const Lookup& k,
-                                    const Request& r, const TagCounts& seen, Decision& out,
-                                    bool& busy) RATELIMIT_REQUIRES(x.insertLock, y.insertLock) {
-        if (revisit(x, y, k, r, seen, out)) {
+                                    const Request& r, Decision& out, bool& busy)
+        RATELIMIT_REQUIRES(x.insertLock, y.insertLock) {
+        if (revisit(x, y, k, r, out)) {
             return true;
         }
         const Tick hint = r.now;
@@ -1558,7 +1622,7 @@ private:
 
     /// For a key whose groups `x` and `y` of `segment` are full: finds a key of theirs whose
     /// other group has an empty slot and, for `kMove`, moves it there (one step of cuckoo
-    /// hashing), so that a segment fills to about 15.9 keys a group before it splits, and a
+    /// hashing), so that a segment fills to about 14.9 keys a group before it splits, and a
     /// table at `maxKeys` holds them in fewer groups (bench/README.md, "Memory: keys moved to
     /// their other group"). Returns the group with a slot freed (for `kLook`, that would be),
     /// or null. The other group's insert lock is only tried (it may be held by a call that
@@ -1658,9 +1722,8 @@ private:
 
     static std::size_t emptySlots(const Group& g) noexcept {
         std::size_t n = 0;
-        for (const auto& word : g.tags) {
-            n += static_cast<std::size_t>(
-                std::popcount(zeroBytes(word.load(std::memory_order_relaxed))));
+        for (std::size_t w = 0; w < kTagWords; ++w) {
+            n += static_cast<std::size_t>(std::popcount(emptyBytes(g, w)));
         }
         return n;
     }
@@ -1686,7 +1749,7 @@ private:
             return home;
         }
         for (std::size_t w = 0; w < kTagWords; ++w) {
-            const std::uint64_t empty = zeroBytes(g.tags[w].load(std::memory_order_relaxed));
+            const std::uint64_t empty = emptyBytes(g, w);
             if (empty != 0) {
                 return w * kTagsPerWord + byteIndex(empty);
             }
@@ -1857,7 +1920,7 @@ private:
         for (std::size_t s = 0; s < count; ++s) {
             for (std::size_t gi = 0; gi < shape_.segmentGroups; ++gi) {
                 Group& g = segments_[s][gi];
-                const SlotGuard insert(g.insertLock);
+                const SlotMetaGuard insert(g.insertLock);
                 for (std::size_t i = 0; i < kGroupSlots; ++i) {
                     if (tagAt(g, i) == 0) {
                         continue;

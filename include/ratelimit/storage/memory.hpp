@@ -22,7 +22,7 @@
 namespace ratelimit {
 inline namespace v1 {
 
-/// In-process storage: a table of 16-slot groups per limiter, grown a segment of groups at a
+/// In-process storage: a table of 14-slot groups per limiter, grown a segment of groups at a
 /// time as keys arrive, each slot with its own lock and a one-byte tag that filters before it,
 /// so request threads share a lock only when they share a key or, 1 time in 255 per key of a
 /// group of keys of one length, its tag. The token and leaky buckets step a key with one 16-byte
