@@ -539,9 +539,9 @@ Reference ratios from the same run:
 ## Memory per idle key (`ratelimit_bench_memory`)
 
 Each `MemoryStorage` has the default `maxKeys` (10^6). Its table **grows with the keys**: it
-starts as one segment of 16-slot groups; a new key whose two groups are full first moves a key
+starts as one segment of 14-slot groups; a new key whose two groups are full first moves a key
 of theirs to its other group where that one has room, and only when none can does the segment
-split in two, up to room for `maxKeys` at 13 keys per group. Bytes per key drop as segments
+split in two, unevenly, up to room for `maxKeys` at 13 keys in 16 slots. Bytes per key drop as segments
 fill and jump when they split. 15-byte keys (the longest kept inline); RSS after
 `malloc_trim(0)`.
 

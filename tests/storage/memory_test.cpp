@@ -252,14 +252,14 @@ TEST_CASE("MemoryStorage: bytes per key stay within a documented bound",
 TEST_CASE("MemoryStorage: a table's memory follows its keys, not its maxKeys",
           "[memory_storage][memory]") {
     // docs/semantics.md, Memory storage ("Bounded memory"): a table starts as one segment and
-    // grows a segment at a time. Measured with the default maxKeys: 59 kB for 10 keys, then 47
+    // grows a segment at a time. Measured with the default maxKeys: 58 kB for 10 keys, then 47
     // to 60 bytes a key for the token bucket from 10^4 to 10^5 keys, over 12 seeds, and at most
     // 63.3 on the way to maxKeys (at about two thirds of it, when the last segments of two
     // directory entries split), 42.2 there. Segments that split in halves all filled at once, so
     // the figure swung from 42 to 74: most segments split within a few thousand keys, leaving
     // them half empty. Groups of 16 slots with a 40-byte header reached 64.5.
     ManualClock clock;
-    MemoryStorage storage;
+    MemoryStorage storage{{.seed = 1}};  // a drawn seed could, rarely, spill before maxKeys
     MemoryLimiter<ratelimit::TokenBucketModel> limiter{Limit::perMinute(10), storage, clock};
     for (int i = 0; i < 10; ++i) {
         REQUIRE(limiter.tryAcquire(numberedKey(static_cast<std::size_t>(i), false)).allowed);
@@ -272,7 +272,6 @@ TEST_CASE("MemoryStorage: a table's memory follows its keys, not its maxKeys",
     const std::size_t kKeys = MemoryStorage::Options{}.maxKeys;
     constexpr std::size_t kEvery = 997;
     constexpr double kBytesPerKey = 64;
-    constexpr double kBytesPerKeyFull = 48;
     double most = 0;
     std::size_t mostAt = 0;
     std::size_t refused = 0;  // counted, not asserted a call at a time: a million calls
@@ -297,7 +296,9 @@ TEST_CASE("MemoryStorage: a table's memory follows its keys, not its maxKeys",
     CAPTURE(most, mostAt, s.allocatedBytes);
     CHECK(refused == 0);
     CHECK(most <= kBytesPerKey);
-    CHECK(static_cast<double>(s.allocatedBytes) / static_cast<double>(kKeys) <= kBytesPerKeyFull);
+    // Holding maxKeys, the table is all its segments: its bound, 42 bytes a key ("bytes per key
+    // stay within a documented bound").
+    CHECK(s.allocatedBytes == s.byteBound);
     CHECK(s.trackedKeys == kKeys);
     CHECK(s.spilledCalls == 0);
 }
@@ -425,8 +426,9 @@ struct TwoFullAtOnce {
     void keyMoving() noexcept {}
     void segmentFull() noexcept {
         constexpr int kPair = 2;
+        constexpr int kMostYields = 10'000'000;  // a call that never comes fails the test, later
         if (arrived.fetch_add(1) < kPair) {
-            while (arrived.load() < kPair) {
+            for (int i = 0; i < kMostYields && arrived.load() < kPair; ++i) {
                 std::this_thread::yield();
             }
         }
@@ -1148,7 +1150,7 @@ TEST_CASE("MemoryStorage: fresh entries elsewhere reach a new key within one swe
     }
     REQUIRE(storage.stats().trackedKeys == kMaxKeys);
     REQUIRE(storage.stats().spilledCalls == 0);
-    // More new keys spill (nothing is fresh yet) until the sweep cursor points into group 4.
+    // More new keys spill (nothing is fresh yet) until the sweep's next run starts group 5.
     constexpr std::size_t kPerGroup = kSlots / MemoryStorage::kSweepPerCall;
     for (std::size_t i = 0; insertingCalls % (groups * kPerGroup) != kFilled * kPerGroup; ++i) {
         (void)limiter.tryAcquire(others[i]);

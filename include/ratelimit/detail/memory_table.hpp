@@ -323,8 +323,8 @@ inline constexpr std::size_t kSizedSlots = 16;
     return (keys * kSizedSlots + kKeysIn - 1) / kKeysIn;
 }
 /// A table grows a segment of groups at a time. Segments hold about this many groups (fewer
-/// in small tables, more in tables of over 12 million keys, whose directory stops at
-/// 2^kMaxDirectoryBits segments).
+/// in small tables, more in tables of about 12 million keys and more, whose directory stops
+/// at 2^kMaxDirectoryBits segments).
 inline constexpr std::size_t kSegmentGroupsTarget = 64;
 inline constexpr unsigned kMaxDirectoryBits = 14;
 static_assert((std::size_t{1} << kMaxDirectoryBits) <= UINT16_MAX,
@@ -357,7 +357,7 @@ inline TableShape tableShape(std::size_t maxKeys) noexcept {
     TableShape shape;
     shape.segmentGroups = (groups + (std::size_t{1} << bits) - 1) >> bits;
     // As few entries as hold `groups`, not 2^bits: that would round every segment up by part
-    // of a group, up to 1 in 33 of a full table's memory (1 in 80 at the default maxKeys).
+    // of a group, up to 1 in 33 of a full table's memory (1 in 580 at the default maxKeys).
     shape.entries = (groups + shape.segmentGroups - 1) / shape.segmentGroups;
     return shape;
 }
@@ -575,7 +575,7 @@ public:
                             [&](Group& x, Group& y) RATELIMIT_NO_THREAD_SAFETY_ANALYSIS {
                                 moved = !holds(segment, k);
                                 if (!moved) {
-                                    (void)(findIn(x, k, r, unused) || findIn(y, k, r, unused));
+                                    (void)revisit(x, y, k, r, unused);
                                 }
                             });
         }
@@ -695,15 +695,17 @@ private:
         /// Byte i % 8 of word i / 8 is slot i's tag: 0 empty, otherwise its key's (1 … 255,
         /// `placeKey`), so one load matches 8 slots at once. The last word's bytes past the
         /// slots stay 0 (`slotBytes` leaves them out of the empty slots). Written under
-        /// `insertLock`; read without it as a hint, confirmed under the slot's lock.
+        /// `insertLock`; read without it as a hint, confirmed under the slot's lock or, by a
+        /// look under the insert lock (`findIn`), by the slot's key.
         std::array<std::atomic<std::uint64_t>, kTagWords> tags{};
         /// Slot i's lock and its key's length: a lookup locks only slots whose tag and length
         /// are its key's.
         std::array<SlotMeta, kGroupSlots> meta{};
         /// Guards the tags, and so which slot holds which key. A `SlotMeta` whose length stays
         /// 0: one byte, where a 4-byte lock that sleeps in the kernel would not fit the header.
-        /// Its waiters nap instead; it is held for a key's placement, or for a split that moves
-        /// the segment's keys.
+        /// Its waiters nap instead. It is held to place, move or free keys (a new key, a
+        /// sweep, a split, which holds every group's of its segment), and to look for a key
+        /// under it (a peek at or reset of a key without a slot in its first look).
         SlotMeta insertLock;
         std::array<Slot, kGroupSlots> slots{};
     };
@@ -1030,7 +1032,8 @@ private:
 
     /// Among many keys a key's groups and its slot are cache misses: starts the key's home slots
     /// and the second group's tags, so a key at home waits for one miss, not two or three in a
-    /// row. A slot's key and state may sit in two cache lines.
+    /// row. A slot's key and state may sit in two cache lines (not in a group of 32-byte
+    /// slots, `kGroupAlign`).
     static void prefetchLookup(Group* segment, const Lookup& k) noexcept {
         Group& first = segment[k.groups[0]];
         Group& second = segment[k.groups[1]];
@@ -1105,13 +1108,18 @@ private:
     }
 
     /// A bucket table that swaps: the key's words swapped without a lock, or, where they are
-    /// sealed (the slot changing hands) or the key has none, the locked path.
+    /// sealed (the slot changing hands) or the key has none, the locked path, out of line: the
+    /// swap's path with it inlined took 1.04-1.11× as long.
     Decision stepSwapping(Group* segment, const Lookup& k, const Request& r) {
         Decision d;
         if (!stepUnlocked(segment, k, r, d)) {
-            d = stepLocked(segment, k, r);
+            d = stepLockedCold(segment, k, r);
         }
         return d;
+    }
+
+    RATELIMIT_COLD Decision stepLockedCold(Group* segment, const Lookup& k, const Request& r) {
+        return stepLocked(segment, k, r);
     }
 
     /// Whether a locked step on the hot path runs in a call of its own (`stepHeldOutOfLine`):
@@ -1622,7 +1630,7 @@ private:
 
     /// For a key whose groups `x` and `y` of `segment` are full: finds a key of theirs whose
     /// other group has an empty slot and, for `kMove`, moves it there (one step of cuckoo
-    /// hashing), so that a segment fills to about 14.9 keys a group before it splits, and a
+    /// hashing), so that a segment fills to about 13.9 keys a group before it splits, and a
     /// table at `maxKeys` holds them in fewer groups (bench/README.md, "Memory: keys moved to
     /// their other group"). Returns the group with a slot freed (for `kLook`, that would be),
     /// or null. The other group's insert lock is only tried (it may be held by a call that
@@ -1946,8 +1954,9 @@ private:
         constexpr std::size_t kSweep = kSweepPerCall;
         const std::size_t segmentSlots = shape_.segmentGroups * kGroupSlots;
         const std::size_t count = segmentCount_.load(std::memory_order_acquire);
-        const std::uint64_t first =
-            sweepCursor_.fetch_add(kSweep, std::memory_order_relaxed) % (count * segmentSlots);
+        const std::uint64_t run =
+            sweepRuns_.fetch_add(1, std::memory_order_relaxed) % (count * segmentSlots / kSweep);
+        const std::uint64_t first = run * kSweep;
         Group& g = segments_[first / segmentSlots][(first % segmentSlots) / kGroupSlots];
         if (!g.insertLock.try_lock()) {
             return;
@@ -2040,7 +2049,9 @@ private:
     /// the limit may outlive it.
     std::atomic<bool> mayHoldWhole_;
     std::atomic<std::size_t> tracked_{0};
-    std::atomic<std::uint64_t> sweepCursor_{0};
+    /// Where the next sweep starts, in runs of kSweepPerCall slots: counted in runs, so that
+    /// its wrap at 2^64 (not a multiple of 7 slots) cannot start a run inside another.
+    std::atomic<std::uint64_t> sweepRuns_{0};
     std::atomic<std::uint64_t> sweeps_{0};
     std::atomic<std::uint64_t> sweptSlots_{0};
     std::atomic<std::uint64_t> moves_{0};

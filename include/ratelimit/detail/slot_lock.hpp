@@ -40,8 +40,8 @@ bool spinUntil(Acquire acquire) noexcept {
 /// A 4-byte lock: spins briefly (`spinUntil`; the sections it guards take tens of
 /// nanoseconds), then sleeps in the kernel through `std::atomic::wait`, so a preempted holder
 /// costs no CPU. States: 0 free, 1 held, 2 held with possible sleepers (Drepper, "Futexes Are
-/// Tricky"). Guards a table's groups and spill entries and a storage's registry; a table's
-/// slots have `SlotMeta`.
+/// Tricky"). Guards a table's spill entries and splits and a storage's registry; a table's
+/// slots and its groups' insert locks are `SlotMeta`.
 class RATELIMIT_CAPABILITY("mutex") SlotLock {
 public:
     void lock() noexcept RATELIMIT_ACQUIRE() {
@@ -84,10 +84,10 @@ private:
 };
 
 /// A table slot's lock and the length of its key, in one byte: bits 1–7 the length (0 … 127),
-/// bit 0 the lock. A lookup locks only a slot whose key has its own key's length, so one
-/// compare-and-swap both filters and locks, and the length takes no byte of the slot. Only a
-/// holder changes the length; a waiter that sees it change gives up, the slot now being another
-/// key's.
+/// bit 0 the lock. (A group's insert lock is one whose length stays 0.) A lookup locks only a slot
+/// whose key has its own key's length, so one compare-and-swap both filters and locks, and the
+/// length takes no byte of the slot. Only a holder changes the length; a waiter that sees it change
+/// gives up, the slot now being another key's.
 ///
 /// Unlocking is a plain store: a lock that wakes sleepers must read their mark in the same
 /// atomic step that frees it (an exchange), and on x86 that locked instruction was 9–12 % of a
