@@ -35,8 +35,9 @@ struct Quota {
     /// Ticks by which two keys' times may differ: the largest phase when each key's windows are
     /// shifted by its own (`LimiterOptions::spreadWindowResets`; about a period), else 0.
     Tick keyTimeSpread = 0;
-    detail::Divisor perToken;  ///< divides by `unitsPerToken` without a divide
-    detail::Divisor perTick;   ///< divides by `unitsPerTick` without a divide
+    detail::Divisor perToken;   ///< divides by `unitsPerToken` without a divide
+    detail::Divisor perTick;    ///< divides by `unitsPerTick` without a divide
+    detail::Divisor perPeriod;  ///< divides by `period` without a divide
 
     /// Compiles `limit` for the model `M` and a clock whose tick is `nanosPerTick` nanoseconds.
     /// Throws: `std::invalid_argument` when the period is not a whole number of ticks.
@@ -65,6 +66,7 @@ struct Quota {
         q.unitsPerTick = q.count / g;
         q.perToken = detail::Divisor(q.unitsPerToken);
         q.perTick = detail::Divisor(q.unitsPerTick);
+        q.perPeriod = detail::Divisor(q.period);
         q.capacityUnits = detail::clampToInt64(detail::Int128{q.burst} * q.unitsPerToken);
         q.maxRunsPerKey = maxRunsPerKey;
         q.lateTolerance = lateToleranceTicks < 0 ? 0 : lateToleranceTicks;

@@ -140,7 +140,7 @@ end
     static bool isFresh(const State& state, const Quota& q, Tick now) noexcept {
         return state.used == 0 || (now >= state.last &&
                                    detail::windowElapsed(state.into, state.last, now) - q.period >=
-                                       detail::alignedInto(now, q.period));
+                                       detail::alignedInto(now, q.perPeriod));
     }
 
     static Tick lastWrite(const State& state) noexcept {
@@ -158,12 +158,12 @@ private:
     RATELIMIT_INLINE static bool rebaseAndRoll(State& s, const Quota& q, Tick now) noexcept {
         const bool steppedBack = s.used > 0 && now < s.last;
         if (s.used == 0) {
-            s.into = detail::alignedInto(now, q.period);
+            s.into = detail::alignedInto(now, q.perPeriod);
         } else if (!steppedBack) {
             const Tick e = detail::windowElapsed(s.into, s.last, now);
             if (e >= q.period) {
                 s.used = 0;
-                const Tick aligned = detail::alignedInto(now, q.period);
+                const Tick aligned = detail::alignedInto(now, q.perPeriod);
                 s.into = aligned < e - q.period ? aligned : e - q.period;
             } else {
                 s.into = e;

@@ -32,8 +32,10 @@ struct SlidingCounterModel
         std::int64_t previous = 0;
         std::int64_t current = 0;
     };
-    /// The memory table may keep the state in 24 bytes (`detail::CounterWords`): a fresh state
-    /// is all zeros, 0 <= into < period and both counts at most count.
+    /// The memory table may keep the state in 16 bytes (`detail::CounterWords`): a fresh state
+    /// is all zeros, both counts are at most count, `into` matters only while a count is above
+    /// 0, and a step (or a refund) at a time no earlier than the last write leaves it
+    /// `alignedInto(last, period)` if it was (`rebaseAndRoll`): only a clock step back shifts it.
     static constexpr bool kStateInCounterWords = true;
 
     RATELIMIT_INLINE static Decision step(State& state, const Quota& q, Tick now,
@@ -46,8 +48,7 @@ struct SlidingCounterModel
         const Int128 weighted = Int128{view.previous} * (w - e);
         // floor((count·W − weighted) / W) = count − ceil(weighted / W); weighted / W <= previous,
         // so the quotient fits 64 bits, and a key with no previous window divides nothing.
-        const std::int64_t carried =
-            view.previous == 0 ? 0 : ceilNarrow(weighted, static_cast<std::uint64_t>(w));
+        const std::int64_t carried = view.previous == 0 ? 0 : perPeriodCeil(weighted, q);
         const std::int64_t remaining = q.count - carried - view.current;
         const Tick reset = view.current > 0 ? 2 * w - e : (view.previous > 0 ? w - e : 0);
         if (cost > q.count) {
@@ -201,7 +202,7 @@ private:
             }
         }
         if (s.previous == 0 && s.current == 0) {
-            s.into = detail::alignedInto(now, q.period);
+            s.into = detail::alignedInto(now, q.perPeriod);
         }
         s.last = now;
         return steppedBack;
@@ -221,6 +222,16 @@ private:
         // cost <= count makes current + cost − count <= current, so the quotient is at most W.
         const Int128 into = Int128{w} * (s.current + cost - q.count);
         return (w - e) + ceilNarrow(into, static_cast<std::uint64_t>(s.current));
+    }
+
+    /// ceil(n / period) for 0 <= n whose quotient is below 2^62: by the period's divisor (a
+    /// multiply) where n + period fits 63 bits, as it does under any count whose product with
+    /// the period does.
+    RATELIMIT_INLINE static std::int64_t perPeriodCeil(detail::Int128 n, const Quota& q) noexcept {
+        if (n <= detail::Int128{detail::kInt64Max} - q.period) [[likely]] {
+            return q.perPeriod.ceil(static_cast<std::int64_t>(n));
+        }
+        return ceilNarrow(n, static_cast<std::uint64_t>(q.period));
     }
 
     /// ceil(n / d) for 0 <= n whose quotient is below 2^62.

@@ -7,6 +7,7 @@
 
 #include <ratelimit/algorithms/model.hpp>
 #include <ratelimit/detail/checked_math.hpp>
+#include <ratelimit/detail/inline.hpp>
 
 namespace ratelimit {
 inline namespace v1 {
@@ -18,8 +19,11 @@ constexpr Tick windowElapsed(Tick into, Tick last, Tick now) noexcept {
     return satAdd(into, satSub(now, last));
 }
 
-/// How far `now` lies into its epoch-aligned window.
-constexpr Tick alignedInto(Tick now, Tick period) noexcept { return floorMod(now, period); }
+/// How far `now` lies into its epoch-aligned window, the period given as its divisor
+/// (`Quota::perPeriod`): a multiply, not a divide, for the times from 0 on that clocks give.
+RATELIMIT_INLINE constexpr Tick alignedInto(Tick now, const Divisor& period) noexcept {
+    return now >= 0 ? now - period.floor(now) * period.divisor() : floorMod(now, period.divisor());
+}
 
 /// The same in Lua. Times are below 2^53 µs; a sum beyond that only meets comparisons and
 /// `math.min` with values below the period, which rounding cannot reverse.

@@ -84,14 +84,16 @@ inline std::uint64_t narrowDivide(UInt128 n, std::uint64_t d) noexcept {
 /// Division by a divisor fixed once (a quota's), as one 64×64→128-bit multiplication and a
 /// shift (Granlund and Montgomery, "Division by invariant integers using multiplication"),
 /// exact for every dividend in [0, 2^63): with K = 63 + ceil(log2 d) and m = ceil(2^K / d)
-/// (< 2^64), the error m·d − 2^K < d keeps n·m / 2^K below the next integer.
+/// (< 2^64), the error m·d − 2^K < d keeps n·m / 2^K below the next integer. The product is
+/// taken of 2n, whose high word shifted by ceil(log2 d) is that quotient: one multiplication
+/// and a 64-bit shift, with no test of whether K passes 64.
 class Divisor {
 public:
     constexpr Divisor() noexcept = default;
     /// Precondition: 0 < d < 2^63.
     explicit constexpr Divisor(std::int64_t d) noexcept
-        : divisor_(d), shift_(kDividendBits + ceilLog2(static_cast<std::uint64_t>(d))) {
-        const UInt128 power = UInt128{1} << shift_;
+        : divisor_(d), log2_(ceilLog2(static_cast<std::uint64_t>(d))) {
+        const UInt128 power = UInt128{1} << (kDividendBits + log2_);
         const auto ud = static_cast<std::uint64_t>(d);
         // d > 0 is the precondition; Quota::make passes period/g and count/g, both >= 1 once
         // Limit::validate and the whole-ticks check passed, which the analyzer cannot follow.
@@ -101,8 +103,8 @@ public:
 
     /// floor(n / d). Precondition: 0 <= n.
     [[nodiscard]] constexpr std::int64_t floor(std::int64_t n) const noexcept {
-        return static_cast<std::int64_t>((UInt128{static_cast<std::uint64_t>(n)} * multiplier_) >>
-                                         shift_);
+        const UInt128 twice = UInt128{static_cast<std::uint64_t>(n) << 1} * multiplier_;
+        return static_cast<std::int64_t>(static_cast<std::uint64_t>(twice >> kWordBits) >> log2_);
     }
     /// ceil(n / d). Precondition: 0 <= n, n + d - 1 < 2^63.
     [[nodiscard]] constexpr std::int64_t ceil(std::int64_t n) const noexcept {
@@ -112,12 +114,13 @@ public:
 
 private:
     static constexpr unsigned kDividendBits = 63;
+    static constexpr unsigned kWordBits = 64;
     static constexpr unsigned ceilLog2(std::uint64_t d) noexcept {
         return d <= 1 ? 0U : static_cast<unsigned>(std::bit_width(d - 1));
     }
 
     std::int64_t divisor_ = 1;
-    unsigned shift_ = kDividendBits;
+    unsigned log2_ = 0;  ///< ceil(log2 d): K − 63
     std::uint64_t multiplier_ = std::uint64_t{1} << kDividendBits;
 };
 

@@ -1,11 +1,12 @@
 #pragma once
 
-// A sliding counter's state as a memory table's slot keeps it: 24 bytes instead of the model's
-// 32, so that a sliding-counter key costs about what a bucket's does.
+// A sliding counter's state as a memory table's slot keeps it: 16 bytes instead of the model's
+// 32, so that a sliding-counter key costs what a bucket's does.
 
 #include <cstdint>
 #include <utility>
 
+#include <ratelimit/algorithms/window.hpp>
 #include <ratelimit/detail/checked_math.hpp>
 #include <ratelimit/detail/inline.hpp>
 
@@ -14,11 +15,17 @@ inline namespace v1 {
 namespace detail {
 
 /// A state of four 64-bit fields, `last`, `into`, `previous` and `current`
-/// (`SlidingCounterModel::State`), in three words: `last`, `into`, then the two counts in 32
-/// bits each. They always fit for a limit of fewer than 2^32 units (`fitsEvery`). A state whose
-/// counts do not fit is held whole on the heap, so every state stays exact; the words then hold
-/// its address, and `into`'s word all ones, which no state's `into` (0 ≤ into < period) is.
-/// Zero words are the model's fresh state.
+/// (`SlidingCounterModel::State`), in two words: `last`, then the two counts in 32 bits each.
+/// `into` is not kept: a step makes it `alignedInto(last, period)` under the period it runs
+/// by, unless the clock stepped back (the windows then shift by the step), and it means
+/// nothing while both counts are 0. So the words take a state whose `into` is aligned, or
+/// whose counts are both 0, and whose counts fit: always, for a limit of fewer than 2^32 − 1
+/// units (`fitsEvery`), until a clock step back. Any other state is held whole on the heap, so
+/// every state stays exact; the words then hold its address, and the counts' word all ones,
+/// which no state in the words has. Zero words are the model's fresh state.
+///
+/// Reads and writes take the period the state was made under, as a function of its last write
+/// (`periodAt(last)`: a `Divisor`), since a table's limit may change.
 /// Thread safety: thread-compatible (the table reads and writes it under the slot's lock).
 template <class State>
 class CounterWords {
@@ -28,30 +35,31 @@ public:
     CounterWords(const CounterWords&) = delete;
     CounterWords& operator=(const CounterWords&) = delete;
     CounterWords(CounterWords&& other) noexcept
-        : head_(std::exchange(other.head_, 0)),
-          into_(std::exchange(other.into_, 0)),
-          counts_(std::exchange(other.counts_, 0)) {}
+        : head_(std::exchange(other.head_, 0)), counts_(std::exchange(other.counts_, 0)) {}
     CounterWords& operator=(CounterWords&& other) noexcept {
         if (this != &other) {
             release();
             head_ = std::exchange(other.head_, 0);
-            into_ = std::exchange(other.into_, 0);
             counts_ = std::exchange(other.counts_, 0);
         }
         return *this;
     }
 
     /// Whether the state is in the words, not on the heap.
-    [[nodiscard]] bool packed() const noexcept { return into_ != kOnHeap; }
+    [[nodiscard]] bool packed() const noexcept { return counts_ != kOnHeap; }
 
-    [[nodiscard]] State get() const noexcept { return packed() ? unpack() : *onHeap(); }
+    template <class PeriodAt>
+    [[nodiscard]] State get(PeriodAt&& periodAt) const noexcept {
+        return packed() ? unpack(periodAt) : *onHeap();
+    }
 
     /// The state, where `packed()`.
-    [[nodiscard]] State unpack() const noexcept {
+    template <class PeriodAt>
+    [[nodiscard]] RATELIMIT_INLINE State unpack(PeriodAt&& periodAt) const noexcept {
         RATELIMIT_ASSUME(packed());
         State s{};
         s.last = static_cast<std::int64_t>(head_);
-        s.into = static_cast<std::int64_t>(into_);
+        s.into = alignedInto(s.last, periodAt(s.last));
         s.previous = static_cast<std::int64_t>(counts_ >> kCountBits);
         s.current = static_cast<std::int64_t>(counts_ & kCountMask);
         return s;
@@ -59,28 +67,34 @@ public:
 
     /// Throws: `std::bad_alloc` when a state that does not fit finds no memory (the words are
     /// then unchanged).
-    void set(const State& s) {
-        if (packed()) {
-            pack(s);
+    template <class PeriodAt>
+    void set(const State& s, PeriodAt&& periodAt) {
+        const bool fits = countsFit(s) && aligned(s, periodAt);
+        if (packed() && fits) {
+            store(s);
         } else {
-            setCold(s);
+            setCold(s, fits);
         }
     }
 
-    /// `set`, where `packed()`: inlined, and the allocation out of line, so that the usual step
-    /// makes no call.
-    RATELIMIT_INLINE void pack(const State& s) {
+    /// `set`, where `packed()` gave a state last written at `lastBefore` (`unpack`), and a step
+    /// made `s` of it: inlined, and the allocation out of line, so that the usual step makes no
+    /// call. A step at a time no earlier than that write keeps the window aligned
+    /// (`SlidingCounterModel`), so only a step back is checked, by a division.
+    template <class PeriodAt>
+    RATELIMIT_INLINE void pack(const State& s, Tick lastBefore, PeriodAt&& periodAt) {
         RATELIMIT_ASSUME(packed());
-        if (!fits(s)) [[unlikely]] {
-            setCold(s);
+        if (!countsFit(s) || (s.last < lastBefore && !aligned(s, periodAt))) [[unlikely]] {
+            setCold(s, false);
             return;
         }
         store(s);
     }
 
-    /// Whether every state with counts at most `largestCount` (at least 0) fits the words.
+    /// Whether every state with counts at most `largestCount` (at least 0), and `into` aligned,
+    /// fits the words.
     static constexpr bool fitsEvery(Int128 largestCount) noexcept {
-        return largestCount >= 0 && largestCount <= Int128{kCountMask};
+        return largestCount >= 0 && largestCount < Int128{kCountMask};
     }
 
 private:
@@ -88,17 +102,27 @@ private:
     static constexpr std::uint64_t kCountMask = (std::uint64_t{1} << kCountBits) - 1;
     static constexpr std::uint64_t kOnHeap = ~std::uint64_t{0};
 
-    static bool fits(const State& s) noexcept {
-        const auto counts =
+    static std::uint64_t countsOf(const State& s) noexcept {
+        return (static_cast<std::uint64_t>(s.previous) << kCountBits) |
+               static_cast<std::uint64_t>(s.current);
+    }
+
+    static bool countsFit(const State& s) noexcept {
+        const auto either =
             static_cast<std::uint64_t>(s.previous) | static_cast<std::uint64_t>(s.current);
-        return s.into >= 0 && (counts >> kCountBits) == 0;
+        return (either >> kCountBits) == 0 && countsOf(s) != kOnHeap;
+    }
+
+    /// Whether the words give back `s`'s `into`: it is aligned, or no count needs it.
+    template <class PeriodAt>
+    static bool aligned(const State& s, PeriodAt&& periodAt) noexcept {
+        return (s.previous == 0 && s.current == 0) ||
+               s.into == alignedInto(s.last, periodAt(s.last));
     }
 
     void store(const State& s) noexcept {
         head_ = static_cast<std::uint64_t>(s.last);
-        into_ = static_cast<std::uint64_t>(s.into);
-        counts_ = (static_cast<std::uint64_t>(s.previous) << kCountBits) |
-                  static_cast<std::uint64_t>(s.current);
+        counts_ = countsOf(s);
     }
 
     [[nodiscard]] State* onHeap() const noexcept {
@@ -107,8 +131,8 @@ private:
     }
 
     /// `set` for a state that goes to the heap, or comes back from it, or stays there.
-    RATELIMIT_COLD void setCold(const State& s) {
-        if (fits(s)) {
+    RATELIMIT_COLD void setCold(const State& s, bool fitsWords) {
+        if (fitsWords) {
             release();
             store(s);
         } else if (!packed()) {
@@ -118,8 +142,7 @@ private:
             const State* const block = new State(s);
             // NOLINTNEXTLINE(*-reinterpret-cast): the words hold the block's address
             head_ = reinterpret_cast<std::uintptr_t>(block);
-            into_ = kOnHeap;
-            counts_ = 0;
+            counts_ = kOnHeap;
         }
     }
 
@@ -127,14 +150,12 @@ private:
         if (!packed()) {
             delete onHeap();  // NOLINT(cppcoreguidelines-owning-memory): allocated by setCold
             head_ = 0;
-            into_ = 0;
             counts_ = 0;
         }
     }
 
     std::uint64_t head_ = 0;    ///< `last`, or the address of the state on the heap
-    std::uint64_t into_ = 0;    ///< `into`, or `kOnHeap`
-    std::uint64_t counts_ = 0;  ///< `previous` in the high 32 bits, `current` in the low
+    std::uint64_t counts_ = 0;  ///< `previous` high, `current` low; or `kOnHeap`
 };
 
 }  // namespace detail

@@ -478,9 +478,9 @@ concept CountedWindowState = M::kStateInWindowWords &&
 };
 
 /// A sliding counter's state: its last write, how far into its window, the counts of the
-/// previous window and the current one. A table keeps it in 24 bytes (`CounterWords`) where
-/// the model says it may (`kStateInCounterWords`: a fresh state is all zeros, and the counts
-/// stay within its `range`).
+/// previous window and the current one. A table keeps it in 16 bytes (`CounterWords`) where
+/// the model says it may (`kStateInCounterWords`: a fresh state is all zeros, the counts stay
+/// within its `range`, and `into` is aligned but after a clock step back).
 template <class M>
 concept SlidingCounterState = M::kStateInCounterWords &&
                                   std::is_trivially_copyable_v<typename M::State> &&
@@ -510,7 +510,8 @@ public:
           segments_(shape_.maxSegments()),
           spill_(keyspace_->options.spillEntries),
           swaps_(kPairs && hasWordPairCas() && fitsMarkedWords(quota)),
-          mayHoldWhole_(holdsWhole(quota)) {
+          mayHoldWhole_(holdsWhole(quota)),
+          firstPeriod_(quota.period) {
         Group* const first = newSegment();
         for (std::size_t e = 0; e < shape_.maxSegments(); ++e) {
             directory_[e].store(first, std::memory_order_relaxed);
@@ -617,6 +618,9 @@ public:
         if (holdsWhole(quota)) {
             mayHoldWhole_.store(true, std::memory_order_relaxed);
         }
+        if (quota.period != firstPeriod_) {
+            periodChanged_.store(true, std::memory_order_relaxed);
+        }
         carry_.store(&convertedState<M, QuotaOf<M>>, std::memory_order_release);
         epochs_.replace(quota, [&] {
             const Tick now = readNow();
@@ -655,11 +659,12 @@ private:
     using Epoch = typename LimitEpochs<QuotaOf<M>>::Epoch;
 
     /// A bucket's state is a word pair (`kPairs`); see "Bucket slots" below. A fixed window's
-    /// is packed in two words, a sliding counter's in three (`kPackedWords`): each held whole
-    /// on the heap where it does not fit.
+    /// and a sliding counter's are packed in two words (`kPackedWords`): each held whole on the
+    /// heap where it does not fit.
     static constexpr bool kPairs = PairState<M>;
     static constexpr bool kWindowWords = CountedWindowState<M>;
-    static constexpr bool kPackedWords = kWindowWords || SlidingCounterState<M>;
+    static constexpr bool kCounterWords = SlidingCounterState<M>;
+    static constexpr bool kPackedWords = kWindowWords || kCounterWords;
     using PackedWords = std::conditional_t<kWindowWords, WindowWords<typename M::State>,
                                            CounterWords<typename M::State>>;
     using SlotState =
@@ -668,7 +673,7 @@ private:
 
     /// A slot's key bytes and state, guarded by the slot's `SlotMeta` in its group (which
     /// clang's analysis cannot name from here), and for a bucket steppable without it: 32 bytes
-    /// for the buckets and the fixed window, 40 for the sliding counter.
+    /// for every model but the sliding log.
     struct Slot {
         KeyBytes key;
         SlotState state{};
@@ -1192,16 +1197,51 @@ private:
     /// the state in the words, not on the heap.
     template <bool Packed>
     RATELIMIT_INLINE Decision runPackedWords(SlotState& words, const Request& r) {
-        typename M::State state = Packed ? words.unpack() : words.get();
-        Decision d = run(state, r);
-        if (r.writes()) {
-            if constexpr (Packed) {
-                words.pack(state);
-            } else {
-                words.set(state);
+        if constexpr (kCounterWords) {
+            const auto periodAt = [&](Tick last) -> const Divisor& {
+                return periodOf(last, *r.epoch);
+            };
+            typename M::State state = Packed ? words.unpack(periodAt) : words.get(periodAt);
+            const Tick lastBefore = state.last;
+            Decision d = run(state, r);
+            if (r.writes()) {
+                if constexpr (Packed) {
+                    words.pack(state, lastBefore, periodAt);
+                } else {
+                    words.set(state, periodAt);
+                }
             }
+            return d;
+        } else {
+            typename M::State state = Packed ? words.unpack() : words.get();
+            Decision d = run(state, r);
+            if (r.writes()) {
+                if constexpr (Packed) {
+                    words.pack(state);
+                } else {
+                    words.set(state);
+                }
+            }
+            return d;
         }
-        return d;
+    }
+
+    /// The period (its divisor) of the limit a sliding counter's state last written at `last`
+    /// was made under, for a call of `epoch`: `CounterWords` derives the state's `into` from
+    /// it. `epoch`'s own while no limit change has changed the period; otherwise the epoch
+    /// `last` falls in (`LimitEpochs::at`, as `carriedCold` finds it). A call that reads
+    /// `periodChanged_` false under the slot's lock reads it after every write to the slot, and
+    /// each of those writers read its epoch after the flag was set, if its period was another;
+    /// so no state in the slot was made under another period, nor is the call's epoch.
+    [[nodiscard]] RATELIMIT_INLINE const Divisor& periodOf(Tick last, const Epoch& epoch) const {
+        if (periodChanged_.load(std::memory_order_relaxed)) [[unlikely]] {
+            return periodAtCold(last);
+        }
+        return epoch.value.perPeriod;
+    }
+
+    [[nodiscard]] RATELIMIT_COLD const Divisor& periodAtCold(Tick last) const {
+        return LimitEpochs<QuotaOf<M>>::at(epochs_.current(), last).value.perPeriod;
     }
 
     RATELIMIT_COLD Decision runWholeCold(SlotState& words, const Request& r) {
@@ -1329,6 +1369,9 @@ private:
             while (swaps_ && !compareExchangeWords(state, seen, seen)) {
             }
             return decode(seen);
+        } else if constexpr (kCounterWords) {
+            const Epoch& current = epochs_.current();
+            return state.get([&](Tick last) -> const Divisor& { return periodOf(last, current); });
         } else if constexpr (kPackedWords) {
             return state.get();
         } else {
@@ -2003,8 +2046,8 @@ private:
         if constexpr (kWindowWords) {
             const ModelRange range = M::range(quota);
             return !WindowWords<typename M::State>::fitsEvery(range.span - 1, range.units);
-        } else if constexpr (kPackedWords) {
-            return !CounterWords<typename M::State>::fitsEvery(M::range(quota).units);
+        } else if constexpr (kCounterWords) {
+            return true;  // a key's state after a clock step back, until it is fresh
         } else {
             return false;
         }
@@ -2048,6 +2091,10 @@ private:
     /// heap (`kPackedWords`): its byte bound counts that state. Never cleared: states made under
     /// the limit may outlive it.
     std::atomic<bool> mayHoldWhole_;
+    /// A sliding counter's words are read by the period of their state's limit
+    /// (`periodOf`): set, never cleared, once a limit of another period than the first was set.
+    const Tick firstPeriod_;
+    std::atomic<bool> periodChanged_{false};
     std::atomic<std::size_t> tracked_{0};
     /// Where the next sweep starts, in runs of kSweepPerCall slots: counted in runs, so that
     /// its wrap at 2^64 (not a multiple of 7 slots) cannot start a run inside another.
