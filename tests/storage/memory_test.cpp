@@ -1962,8 +1962,6 @@ TEST_CASE(
                (a.into == b.into || (b.previous == 0 && b.current == 0));
     };
     STATIC_REQUIRE(sizeof(Words) == 16);
-    STATIC_REQUIRE(Words::fitsEvery((std::int64_t{1} << 32) - 2));
-    STATIC_REQUIRE_FALSE(Words::fitsEvery((std::int64_t{1} << 32) - 1));
     const auto quota =
         ratelimit::Quota::make<ratelimit::SlidingCounterModel>(Limit::perSecond(10), 1'000, 64);
     REQUIRE(quota.period == 1'000'000);
@@ -1973,7 +1971,7 @@ TEST_CASE(
 
     constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
     constexpr std::int64_t kFits = (std::int64_t{1} << 32) - 1;
-    constexpr std::array<std::int64_t, 6> kCounts{0, 1, kFits - 1, kFits, kFits + 1, kMax};
+    constexpr std::array<std::int64_t, 7> kCounts{0, 1, kFits - 1, kFits, kFits + 1, kMax, -1};
     Words words;  // one set of words through every state, across the heap and back
     for (const std::int64_t last :
          {std::int64_t{0}, std::int64_t{-1}, std::int64_t{1'234'567}, kInt64Min, kMax}) {
@@ -2010,7 +2008,7 @@ TEMPLATE_TEST_CASE(
     "MemoryStorage: packed states held whole stay exact through splits, moves, reuse and resets",
     "[memory_storage][memory]", ratelimit::FixedWindowModel, ratelimit::SlidingCounterModel) {
     // A limit of 2^62 a day: most keys' states do not fit their words (a fixed window's two,
-    // a sliding counter's three) and are held on the heap, others fit again as windows roll
+    // two for both) and are held on the heap, others fit again as windows roll
     // over. The table grows from one segment through splits and key moves while time leaps
     // far enough for keys to go fresh and their entries to be reused; every decision must
     // equal the model's own step on the key's state kept in a map.
@@ -2093,7 +2091,7 @@ TEMPLATE_TEST_CASE(
     using ratelimit::Tick;
     struct Epoch {
         ratelimit::Quota quota;
-        Tick since;
+        Tick since = 0;
     };
     constexpr std::size_t kKeys = 40;
     constexpr int kCalls = 60'000;
@@ -2120,6 +2118,7 @@ TEMPLATE_TEST_CASE(
     Tick latest = ratelimit::detail::kInt64Min;  // no call has been answered later
     int mismatches = 0;
     int stepsBack = 0;
+    int shifted = 0;  // writes of a window shifted off the aligned one, which the words cannot hold
     std::string firstMismatch;
     const auto call = [&](std::size_t key, std::int64_t cost, ratelimit::StepMode mode) {
         const Epoch& epoch = epochs.back();
@@ -2138,6 +2137,11 @@ TEMPLATE_TEST_CASE(
             ratelimit::detail::applyStep<Model>(state, epoch.quota, now, cost);
         if (mode == ratelimit::StepMode::kConsume && cost > 0) {
             states.at(key) = state;
+            const bool counted = Model::lastWrite(state) != ratelimit::detail::kInt64Min;
+            shifted +=
+                counted && state.into != ratelimit::detail::floorMod(state.last, epoch.quota.period)
+                    ? 1
+                    : 0;
         }
         const auto clock = [tick = t] { return tick; };
         const ratelimit::Decision got =
@@ -2178,13 +2182,50 @@ TEMPLATE_TEST_CASE(
         call(key, cost,
              roll % 10 == 0 ? ratelimit::StepMode::kPeek : ratelimit::StepMode::kConsume);
     }
-    CAPTURE(firstMismatch, stepsBack, epochs.size(), belowZero, t);
+    CAPTURE(firstMismatch, stepsBack, shifted, epochs.size(), belowZero, t);
     CHECK(mismatches == 0);
     CHECK(stepsBack > kCalls / 20);
+    CHECK(shifted > kCalls / 100);
     CHECK(epochs.size() > 100);
     // Times below 0 take their own path to the aligned window.
     CHECK(belowZero > kCalls / 10);
     CHECK(t > 0);
+}
+
+TEST_CASE("MemoryStorage: a sweep judges a sliding counter's key by the period it was made under",
+          "[memory_storage][memory]") {
+    // Key "a" is written 500 ticks into a 1,000-tick window, then the limit changes to 7,000
+    // ticks. At 2,500 the key is not fresh under its own period (its count weighs until 3,000),
+    // but would be if its window were derived from the new one (1,500 into it, fresh from
+    // 2,000): new keys' sweeps must leave it, and its next step carry its count over.
+    using Model = ratelimit::SlidingCounterModel;
+    const MemoryStorage::Options options{.seed = 5};
+    const auto quota = [](std::int64_t period) {
+        return ratelimit::Quota::make<Model>(Limit::per(10, std::chrono::nanoseconds{period}), 1,
+                                             64);
+    };
+    ratelimit::detail::MemoryTable<Model> table(
+        ratelimit::detail::Ref<ratelimit::detail::MemoryKeyspace>::make(
+            options, ratelimit::detail::hashSeeds(options.seed)),
+        "sweep-period", quota(1'000));
+    const auto at = [&](ratelimit::Tick now, std::string_view key, std::int64_t cost) {
+        const auto clock = [now] { return now; };
+        return table.step(key, ratelimit::detail::TickSource(clock), cost,
+                          ratelimit::StepMode::kConsume);
+    };
+    REQUIRE(at(1'500, "a", 5).remaining == 5);
+    table.setQuota(quota(7'000), [] { return ratelimit::Tick{1'500}; });
+    // More new keys than a segment has slots to sweep, 7 a key: every entry is judged.
+    for (std::size_t i = 0; i < 200; ++i) {
+        REQUIRE(at(2'500, numberedKey(i, false), 1).allowed);
+    }
+    ratelimit::MemoryStats stats;
+    table.addStats(stats);
+    CAPTURE(stats.sweptSlots, stats.trackedKeys);
+    REQUIRE(stats.sweptSlots >= 600);
+    // At 2,500 the previous window's 5 weigh ceil(5 · 500 / 1,000) = 3 under the old limit,
+    // carried over to the new one: 7 left before this call (10 for a key the sweep took).
+    CHECK(at(2'500, "a", 1).remaining == 6);
 }
 
 TEMPLATE_TEST_CASE(

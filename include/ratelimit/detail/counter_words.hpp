@@ -19,8 +19,8 @@ namespace detail {
 /// `into` is not kept: a step makes it `alignedInto(last, period)` under the period it runs
 /// by, unless the clock stepped back (the windows then shift by the step), and it means
 /// nothing while both counts are 0. So the words take a state whose `into` is aligned, or
-/// whose counts are both 0, and whose counts fit: always, for a limit of fewer than 2^32 − 1
-/// units (`fitsEvery`), until a clock step back. Any other state is held whole on the heap, so
+/// whose counts are both 0, and whose counts fit: always, for a limit of at most 2^32 − 2
+/// units, until a clock step back. Any other state is held whole on the heap, so
 /// every state stays exact; the words then hold its address, and the counts' word all ones,
 /// which no state in the words has. Zero words are the model's fresh state.
 ///
@@ -89,12 +89,6 @@ public:
             return;
         }
         store(s);
-    }
-
-    /// Whether every state with counts at most `largestCount` (at least 0), and `into` aligned,
-    /// fits the words.
-    static constexpr bool fitsEvery(Int128 largestCount) noexcept {
-        return largestCount >= 0 && largestCount < Int128{kCountMask};
     }
 
 private:

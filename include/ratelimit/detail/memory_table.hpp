@@ -511,7 +511,7 @@ public:
           spill_(keyspace_->options.spillEntries),
           swaps_(kPairs && hasWordPairCas() && fitsMarkedWords(quota)),
           mayHoldWhole_(holdsWhole(quota)),
-          firstPeriod_(quota.period) {
+          firstPeriod_(quota.perPeriod) {
         Group* const first = newSegment();
         for (std::size_t e = 0; e < shape_.maxSegments(); ++e) {
             directory_[e].store(first, std::memory_order_relaxed);
@@ -618,7 +618,7 @@ public:
         if (holdsWhole(quota)) {
             mayHoldWhole_.store(true, std::memory_order_relaxed);
         }
-        if (quota.period != firstPeriod_) {
+        if (quota.period != firstPeriod_.divisor()) {
             periodChanged_.store(true, std::memory_order_relaxed);
         }
         carry_.store(&convertedState<M, QuotaOf<M>>, std::memory_order_release);
@@ -1198,9 +1198,7 @@ private:
     template <bool Packed>
     RATELIMIT_INLINE Decision runPackedWords(SlotState& words, const Request& r) {
         if constexpr (kCounterWords) {
-            const auto periodAt = [&](Tick last) -> const Divisor& {
-                return periodOf(last, *r.epoch);
-            };
+            const auto periodAt = [this](Tick last) -> const Divisor& { return periodOf(last); };
             typename M::State state = Packed ? words.unpack(periodAt) : words.get(periodAt);
             const Tick lastBefore = state.last;
             Decision d = run(state, r);
@@ -1227,17 +1225,17 @@ private:
     }
 
     /// The period (its divisor) of the limit a sliding counter's state last written at `last`
-    /// was made under, for a call of `epoch`: `CounterWords` derives the state's `into` from
-    /// it. `epoch`'s own while no limit change has changed the period; otherwise the epoch
-    /// `last` falls in (`LimitEpochs::at`, as `carriedCold` finds it). A call that reads
-    /// `periodChanged_` false under the slot's lock reads it after every write to the slot, and
-    /// each of those writers read its epoch after the flag was set, if its period was another;
-    /// so no state in the slot was made under another period, nor is the call's epoch.
-    [[nodiscard]] RATELIMIT_INLINE const Divisor& periodOf(Tick last, const Epoch& epoch) const {
+    /// was made under: `CounterWords` derives the state's `into` from it. The first limit's
+    /// while no limit change has changed the period; otherwise the epoch `last` falls in
+    /// (`LimitEpochs::at`, as `carriedCold` finds it). A call that reads `periodChanged_` false
+    /// under the slot's lock reads it after every write to the slot, and each of those writers
+    /// read its epoch after the flag was set, if that epoch's period was another; so no state in
+    /// the slot was made under another period, nor is the call's own epoch of another.
+    [[nodiscard]] RATELIMIT_INLINE const Divisor& periodOf(Tick last) const {
         if (periodChanged_.load(std::memory_order_relaxed)) [[unlikely]] {
             return periodAtCold(last);
         }
-        return epoch.value.perPeriod;
+        return firstPeriod_;
     }
 
     [[nodiscard]] RATELIMIT_COLD const Divisor& periodAtCold(Tick last) const {
@@ -1370,8 +1368,7 @@ private:
             }
             return decode(seen);
         } else if constexpr (kCounterWords) {
-            const Epoch& current = epochs_.current();
-            return state.get([&](Tick last) -> const Divisor& { return periodOf(last, current); });
+            return state.get([this](Tick last) -> const Divisor& { return periodOf(last); });
         } else if constexpr (kPackedWords) {
             return state.get();
         } else {
@@ -2093,7 +2090,7 @@ private:
     std::atomic<bool> mayHoldWhole_;
     /// A sliding counter's words are read by the period of their state's limit
     /// (`periodOf`): set, never cleared, once a limit of another period than the first was set.
-    const Tick firstPeriod_;
+    const Divisor firstPeriod_;
     std::atomic<bool> periodChanged_{false};
     std::atomic<std::size_t> tracked_{0};
     /// Where the next sweep starts, in runs of kSweepPerCall slots: counted in runs, so that
