@@ -961,12 +961,15 @@ private:
     /// Where a step on a key last written at `last` is answered: at `answeredAt` under the
     /// call's epoch, unless the key was written after the call's time and the call writes: the
     /// key may then have been written under a later epoch, and a step of the earlier one would
-    /// read that state by the wrong limit, so the epoch is checked again.
+    /// read that state by the wrong limit, so the epoch is checked again. After `answeredAt`,
+    /// which may read the clock again: a change that publishes its epoch after the check reads
+    /// its clock after that read too, so the step's time stays before the change's `since`.
     [[nodiscard]] RATELIMIT_INLINE Answer answerFor(Tick last, const Request& r) const {
+        const Tick now = answeredAt(last, r);
         if (last > r.now && r.writes() && !epochs_.isCurrent(*r.epoch)) [[unlikely]] {
             return renewedCold(last, r);
         }
-        return {r.epoch, r.since, answeredAt(last, r)};
+        return {r.epoch, r.since, now};
     }
 
     /// For a step whose epoch was replaced before it wrote, on a key last written at `last`:
