@@ -5,7 +5,6 @@
 // (docs/semantics.md, "Token leases").
 
 #include <algorithm>
-#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -26,6 +25,7 @@
 #include <ratelimit/algorithms/model.hpp>
 #include <ratelimit/algorithms/token_bucket.hpp>
 #include <ratelimit/decision.hpp>
+#include <ratelimit/detail/chrono.hpp>
 #include <ratelimit/detail/lease_call.hpp>
 #include <ratelimit/detail/throw.hpp>
 

@@ -1,7 +1,6 @@
 #pragma once
 
 #include <array>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -10,6 +9,7 @@
 #include <ratelimit/algorithms/model.hpp>
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/checked_math.hpp>
+#include <ratelimit/detail/chrono.hpp>
 #include <ratelimit/detail/inline.hpp>
 #include <ratelimit/detail/step.hpp>
 #include <ratelimit/detail/throw.hpp>

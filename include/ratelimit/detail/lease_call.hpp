@@ -3,9 +3,10 @@
 // What a `LeasedLimiter` asks of a store that keeps a lease ledger (docs/semantics.md, "Token
 // leases").
 
-#include <chrono>
 #include <cstdint>
 #include <string_view>
+
+#include <ratelimit/detail/chrono.hpp>
 
 namespace ratelimit {
 inline namespace v1 {

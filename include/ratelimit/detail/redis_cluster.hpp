@@ -3,7 +3,6 @@
 #include <array>
 #include <atomic>
 #include <charconv>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -23,6 +22,7 @@
 
 #include <ratelimit/decision.hpp>
 #include <ratelimit/detail/checked_math.hpp>
+#include <ratelimit/detail/chrono.hpp>
 #include <ratelimit/detail/throw.hpp>
 #include <ratelimit/listener.hpp>
 #include <ratelimit/memory_options.hpp>

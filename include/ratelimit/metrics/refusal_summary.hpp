@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -17,6 +16,7 @@
 #include <vector>
 
 #include <ratelimit/detail/checked_math.hpp>
+#include <ratelimit/detail/chrono.hpp>
 #include <ratelimit/detail/siphash.hpp>
 #include <ratelimit/detail/throw.hpp>
 
