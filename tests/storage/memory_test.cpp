@@ -2086,6 +2086,9 @@ TEMPLATE_TEST_CASE(
     // Times here step back past 0 and leap forward, and limits change period: every decision
     // must equal the model's own step on the key's state kept beside the table, carried over
     // to each new limit as docs/semantics.md, "Changing a limit", says (`convertedState`).
+    // Refunds act on the state before their step, and late calls within the tolerance are
+    // answered at the last write: by the model's rule (`answerLate`), or, from a steady clock,
+    // by the table's, which steps at the later write (`answeredAt`).
     using Model = TestType;
     using State = typename Model::State;
     using ratelimit::Tick;
@@ -2095,7 +2098,9 @@ TEMPLATE_TEST_CASE(
     };
     constexpr std::size_t kKeys = 40;
     constexpr int kCalls = 60'000;
-    const auto randomQuota = [](Rng& rng) {
+    const Tick tolerance = GENERATE(Tick{0}, Tick{700});
+    const bool steady = GENERATE(false, true);
+    const auto randomQuota = [tolerance](Rng& rng) {
         constexpr std::array<std::int64_t, 4> kPeriods{1'000, 1'500, 7'000, 60'000};
         constexpr std::array<std::int64_t, 3> kCounts{3, 10, 1'000};
         const auto pick = [&rng](const auto& values) {
@@ -2103,7 +2108,7 @@ TEMPLATE_TEST_CASE(
                 ratelimit_test::uniform(rng, 0, static_cast<std::int64_t>(values.size()) - 1)));
         };
         const Limit limit = Limit::per(pick(kCounts), std::chrono::nanoseconds{pick(kPeriods)});
-        return ratelimit::Quota::make<Model>(limit, 1, 64);
+        return ratelimit::Quota::make<Model>(limit, 1, 64, tolerance);
     };
     Rng rng(97);
     std::vector<Epoch> epochs{{randomQuota(rng), ratelimit::detail::kInt64Min}};
@@ -2119,23 +2124,36 @@ TEMPLATE_TEST_CASE(
     int mismatches = 0;
     int stepsBack = 0;
     int shifted = 0;  // writes of a window shifted off the aligned one, which the words cannot hold
+    int refunds = 0;
+    int lateCalls = 0;  // calls within the tolerance of their key's last write
     std::string firstMismatch;
     const auto call = [&](std::size_t key, std::int64_t cost, ratelimit::StepMode mode) {
         const Epoch& epoch = epochs.back();
-        const Tick now = std::max(t, epoch.since);
-        latest = std::max(latest, now);
+        Tick now = std::max(t, epoch.since);
         // A call that writes nothing (a peek, a cost of 0) keeps no carried or rebased state.
         State state = states.at(key);
         const Tick last = Model::lastWrite(state);
+        const bool late = now < last && last - now <= tolerance;
+        lateCalls += late ? 1 : 0;
+        if (late && steady) {
+            now = last;
+        }
+        latest = std::max(latest, now);
         if (last < epoch.since) {
             const auto made = std::find_if(epochs.rbegin(), epochs.rend(),
                                            [last](const Epoch& e) { return e.since <= last; });
             const Epoch& from = made == epochs.rend() ? epochs.front() : *made;
             state = ratelimit::detail::convertedState<Model>(state, from.quota, epoch.quota, now);
         }
-        const ratelimit::Decision want =
-            ratelimit::detail::applyStep<Model>(state, epoch.quota, now, cost);
-        if (mode == ratelimit::StepMode::kConsume && cost > 0) {
+        Tick lateBefore = 0;
+        if (mode == ratelimit::StepMode::kRefund) {
+            lateBefore = ratelimit::detail::applyAction<Model>(mode, state, epoch.quota, now, cost);
+            refunds += cost > 0 ? 1 : 0;
+        }
+        const std::int64_t stepCost = mode == ratelimit::StepMode::kRefund ? 0 : cost;
+        const ratelimit::Decision want = ratelimit::detail::applyStep<Model>(
+            state, epoch.quota, now, stepCost, nullptr, lateBefore);
+        if (mode != ratelimit::StepMode::kPeek && cost > 0) {
             states.at(key) = state;
             const bool counted = Model::lastWrite(state) != ratelimit::detail::kInt64Min;
             shifted +=
@@ -2144,8 +2162,8 @@ TEMPLATE_TEST_CASE(
                     : 0;
         }
         const auto clock = [tick = t] { return tick; };
-        const ratelimit::Decision got =
-            table.step(numberedKey(key, false), ratelimit::detail::TickSource(clock), cost, mode);
+        const ratelimit::Decision got = table.step(
+            numberedKey(key, false), ratelimit::detail::TickSource(clock, steady), cost, mode);
         if (!(got == want) && mismatches++ == 0) {
             firstMismatch = "key " + std::to_string(key) + " at " + std::to_string(t) + ": " +
                             describe(got) + " against " + describe(want);
@@ -2179,11 +2197,17 @@ TEMPLATE_TEST_CASE(
         const std::int64_t cost = ratelimit_test::uniform(rng, 0, 3) == 0
                                       ? ratelimit_test::uniform(rng, 0, count + 1)
                                       : ratelimit_test::uniform(rng, 0, 2);
+        const std::int64_t kind = roll % 10;
         call(key, cost,
-             roll % 10 == 0 ? ratelimit::StepMode::kPeek : ratelimit::StepMode::kConsume);
+             kind == 0   ? ratelimit::StepMode::kPeek
+             : kind == 1 ? ratelimit::StepMode::kRefund
+                         : ratelimit::StepMode::kConsume);
     }
-    CAPTURE(firstMismatch, stepsBack, shifted, epochs.size(), belowZero, t);
+    CAPTURE(tolerance, steady, firstMismatch, stepsBack, shifted, refunds, lateCalls, epochs.size(),
+            belowZero, t);
     CHECK(mismatches == 0);
+    CHECK(refunds > kCalls / 20);
+    CHECK((tolerance == 0 || lateCalls > kCalls / 100));
     CHECK(stepsBack > kCalls / 20);
     CHECK(shifted > kCalls / 100);
     CHECK(epochs.size() > 100);
