@@ -4,11 +4,11 @@
 // 32, so that a sliding-counter key costs what a bucket's does.
 
 #include <cstdint>
-#include <utility>
 
 #include <ratelimit/algorithms/window.hpp>
 #include <ratelimit/detail/checked_math.hpp>
 #include <ratelimit/detail/inline.hpp>
+#include <ratelimit/detail/words_or_heap.hpp>
 
 namespace ratelimit {
 inline namespace v1 {
@@ -28,29 +28,15 @@ namespace detail {
 /// (`periodAt(last)`: a `Divisor`), since a table's limit may change.
 /// Thread safety: thread-compatible (the table reads and writes it under the slot's lock).
 template <class State>
-class CounterWords {
-public:
-    CounterWords() = default;
-    ~CounterWords() { release(); }
-    CounterWords(const CounterWords&) = delete;
-    CounterWords& operator=(const CounterWords&) = delete;
-    CounterWords(CounterWords&& other) noexcept
-        : head_(std::exchange(other.head_, 0)), counts_(std::exchange(other.counts_, 0)) {}
-    CounterWords& operator=(CounterWords&& other) noexcept {
-        if (this != &other) {
-            release();
-            head_ = std::exchange(other.head_, 0);
-            counts_ = std::exchange(other.counts_, 0);
-        }
-        return *this;
-    }
+class CounterWords : public WordsOrHeap<State, ~std::uint64_t{0}> {  // counts no state has
+    using Base = WordsOrHeap<State, ~std::uint64_t{0}>;
 
-    /// Whether the state is in the words, not on the heap.
-    [[nodiscard]] bool packed() const noexcept { return counts_ != kOnHeap; }
+public:
+    using Base::packed;
 
     template <class PeriodAt>
     [[nodiscard]] State get(PeriodAt&& periodAt) const noexcept {
-        return packed() ? unpack(periodAt) : *onHeap();
+        return packed() ? unpack(periodAt) : *this->onHeap();
     }
 
     /// The state, where `packed()`.
@@ -58,10 +44,10 @@ public:
     [[nodiscard]] RATELIMIT_INLINE State unpack(PeriodAt&& periodAt) const noexcept {
         RATELIMIT_ASSUME(packed());
         State s{};
-        s.last = static_cast<std::int64_t>(head_);
+        s.last = static_cast<std::int64_t>(this->head_);
         s.into = alignedInto(s.last, periodAt(s.last));
-        s.previous = static_cast<std::int64_t>(counts_ >> kCountBits);
-        s.current = static_cast<std::int64_t>(counts_ & kCountMask);
+        s.previous = static_cast<std::int64_t>(this->word_ >> kCountBits);
+        s.current = static_cast<std::int64_t>(this->word_ & kCountMask);
         return s;
     }
 
@@ -94,7 +80,6 @@ public:
 private:
     static constexpr unsigned kCountBits = 32;
     static constexpr std::uint64_t kCountMask = (std::uint64_t{1} << kCountBits) - 1;
-    static constexpr std::uint64_t kOnHeap = ~std::uint64_t{0};
 
     static std::uint64_t countsOf(const State& s) noexcept {
         return (static_cast<std::uint64_t>(s.previous) << kCountBits) |
@@ -104,7 +89,7 @@ private:
     static bool countsFit(const State& s) noexcept {
         const auto either =
             static_cast<std::uint64_t>(s.previous) | static_cast<std::uint64_t>(s.current);
-        return (either >> kCountBits) == 0 && countsOf(s) != kOnHeap;
+        return (either >> kCountBits) == 0 && countsOf(s) != Base::kOnHeap;
     }
 
     /// Whether the words give back `s`'s `into`: it is aligned, or no count needs it.
@@ -114,42 +99,21 @@ private:
                s.into == alignedInto(s.last, periodAt(s.last));
     }
 
+    /// `last` in the first word; `previous` high and `current` low in the second.
     void store(const State& s) noexcept {
-        head_ = static_cast<std::uint64_t>(s.last);
-        counts_ = countsOf(s);
-    }
-
-    [[nodiscard]] State* onHeap() const noexcept {
-        // NOLINTNEXTLINE(*-reinterpret-cast,performance-no-int-to-ptr): the address setCold stored
-        return reinterpret_cast<State*>(static_cast<std::uintptr_t>(head_));
+        this->head_ = static_cast<std::uint64_t>(s.last);
+        this->word_ = countsOf(s);
     }
 
     /// `set` for a state that goes to the heap, or comes back from it, or stays there.
     RATELIMIT_COLD void setCold(const State& s, bool fitsWords) {
         if (fitsWords) {
-            release();
+            this->release();
             store(s);
-        } else if (!packed()) {
-            *onHeap() = s;
         } else {
-            // NOLINTNEXTLINE(cppcoreguidelines-owning-memory): these words own it (`release`)
-            const State* const block = new State(s);
-            // NOLINTNEXTLINE(*-reinterpret-cast): the words hold the block's address
-            head_ = reinterpret_cast<std::uintptr_t>(block);
-            counts_ = kOnHeap;
+            this->hold(s);
         }
     }
-
-    RATELIMIT_COLD void release() noexcept {
-        if (!packed()) {
-            delete onHeap();  // NOLINT(cppcoreguidelines-owning-memory): allocated by setCold
-            head_ = 0;
-            counts_ = 0;
-        }
-    }
-
-    std::uint64_t head_ = 0;    ///< `last`, or the address of the state on the heap
-    std::uint64_t counts_ = 0;  ///< `previous` high, `current` low; or `kOnHeap`
 };
 
 }  // namespace detail

@@ -5,14 +5,18 @@
 
 #include <bit>
 #include <cstdint>
-#include <utility>
 
 #include <ratelimit/detail/checked_math.hpp>
 #include <ratelimit/detail/inline.hpp>
+#include <ratelimit/detail/words_or_heap.hpp>
 
 namespace ratelimit {
 inline namespace v1 {
 namespace detail {
+
+/// The bits of a fixed window's packed word that `into` and `used` share; the other 6 give the
+/// layout, and all set (a layout no packing has) mark a state on the heap.
+inline constexpr unsigned kWindowPayloadBits = 58;
 
 /// A state of three 64-bit fields, `last`, `into` and `used` (`FixedWindowModel::State`), in
 /// two words: `last`, then `into` and `used` packed together where their bits fit in 58. They
@@ -26,40 +30,22 @@ namespace detail {
 /// heap. Zero words are the model's fresh state.
 /// Thread safety: thread-compatible (the table reads and writes it under the slot's lock).
 template <class State>
-class WindowWords {
+class WindowWords : public WordsOrHeap<State, ~std::uint64_t{0} << kWindowPayloadBits> {
+    using Base = WordsOrHeap<State, ~std::uint64_t{0} << kWindowPayloadBits>;
+
 public:
-    WindowWords() = default;
-    ~WindowWords() {
-        if (!packed()) {
-            release();
-        }
-    }
-    WindowWords(const WindowWords&) = delete;
-    WindowWords& operator=(const WindowWords&) = delete;
-    WindowWords(WindowWords&& other) noexcept
-        : head_(std::exchange(other.head_, 0)), word_(std::exchange(other.word_, 0)) {}
-    WindowWords& operator=(WindowWords&& other) noexcept {
-        if (this != &other) {
-            release();
-            head_ = std::exchange(other.head_, 0);
-            word_ = std::exchange(other.word_, 0);
-        }
-        return *this;
-    }
+    using Base::packed;
 
-    /// Whether the state is in the words, not on the heap.
-    [[nodiscard]] bool packed() const noexcept { return word_ != kOnHeap; }
-
-    [[nodiscard]] State get() const noexcept { return packed() ? unpack() : *onHeap(); }
+    [[nodiscard]] State get() const noexcept { return packed() ? unpack() : *this->onHeap(); }
 
     /// The state, where `packed()`.
     [[nodiscard]] State unpack() const noexcept {
         RATELIMIT_ASSUME(packed());
         const unsigned usedBits = layout();
         State s{};
-        s.last = static_cast<std::int64_t>(head_);
-        s.into = static_cast<std::int64_t>((word_ & lowBits(kPayloadBits)) >> usedBits);
-        s.used = static_cast<std::int64_t>(word_ & lowBits(usedBits));
+        s.last = static_cast<std::int64_t>(this->head_);
+        s.into = static_cast<std::int64_t>((this->word_ & lowBits(kPayloadBits)) >> usedBits);
+        s.used = static_cast<std::int64_t>(this->word_ & lowBits(usedBits));
         return s;
     }
 
@@ -97,10 +83,8 @@ public:
     }
 
 private:
-    static constexpr unsigned kPayloadBits = 58;
+    static constexpr unsigned kPayloadBits = kWindowPayloadBits;
     static constexpr unsigned kLayoutBits = 64 - kPayloadBits;
-    /// The layout field all set: no packed word has it, as `used` takes at most 58 bits.
-    static constexpr std::uint64_t kOnHeap = ~std::uint64_t{0} << kPayloadBits;
 
     static constexpr unsigned widthOf(Int128 x) noexcept {
         unsigned bits = 0;
@@ -126,48 +110,26 @@ private:
     /// The bits `used` takes in the packed word.
     [[nodiscard]] unsigned layout() const noexcept {
         static_assert(kPayloadBits < (1U << kLayoutBits) - 1, "no layout is the heap's mark");
-        return static_cast<unsigned>(word_ >> kPayloadBits);
+        return static_cast<unsigned>(this->word_ >> kPayloadBits);
     }
 
     /// Packs a state whose `used` fits in `usedBits` bits, and `into` in the rest.
     void store(const State& s, unsigned usedBits) noexcept {
-        head_ = static_cast<std::uint64_t>(s.last);
-        word_ = (std::uint64_t{usedBits} << kPayloadBits) |
-                (static_cast<std::uint64_t>(s.into) << usedBits) |
-                static_cast<std::uint64_t>(s.used);
-    }
-
-    [[nodiscard]] State* onHeap() const noexcept {
-        // NOLINTNEXTLINE(*-reinterpret-cast,performance-no-int-to-ptr): the address setCold stored
-        return reinterpret_cast<State*>(static_cast<std::uintptr_t>(head_));
+        this->head_ = static_cast<std::uint64_t>(s.last);
+        this->word_ = (std::uint64_t{usedBits} << kPayloadBits) |
+                      (static_cast<std::uint64_t>(s.into) << usedBits) |
+                      static_cast<std::uint64_t>(s.used);
     }
 
     /// `set` for a state that needs a new layout, or the heap, or was there.
     RATELIMIT_COLD void setCold(const State& s) {
         if (fits(s)) {
-            release();
+            this->release();
             store(s, kPayloadBits - widthOf(static_cast<std::uint64_t>(s.into)));
-        } else if (!packed()) {
-            *onHeap() = s;
         } else {
-            // NOLINTNEXTLINE(cppcoreguidelines-owning-memory): these words own it (`release`)
-            const State* const block = new State(s);
-            // NOLINTNEXTLINE(*-reinterpret-cast): the words hold the block's address
-            head_ = reinterpret_cast<std::uintptr_t>(block);
-            word_ = kOnHeap;
+            this->hold(s);
         }
     }
-
-    RATELIMIT_COLD void release() noexcept {
-        if (!packed()) {
-            delete onHeap();  // NOLINT(cppcoreguidelines-owning-memory): allocated by setCold
-            head_ = 0;
-            word_ = 0;
-        }
-    }
-
-    std::uint64_t head_ = 0;  ///< `last`, or the address of the state on the heap
-    std::uint64_t word_ = 0;  ///< `into` and `used` packed, or `kOnHeap`
 };
 
 }  // namespace detail
