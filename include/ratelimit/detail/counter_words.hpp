@@ -44,10 +44,11 @@ public:
     [[nodiscard]] RATELIMIT_INLINE State unpack(PeriodAt&& periodAt) const noexcept {
         RATELIMIT_ASSUME(packed());
         State s{};
-        s.last = static_cast<std::int64_t>(this->head_);
+        s.last = static_cast<std::int64_t>(this->head());
         s.into = alignedInto(s.last, periodAt(s.last));
-        s.previous = static_cast<std::int64_t>(this->word_ >> kCountBits);
-        s.current = static_cast<std::int64_t>(this->word_ & kCountMask);
+        const std::uint64_t counts = this->word();
+        s.previous = static_cast<std::int64_t>(counts >> kCountBits);
+        s.current = static_cast<std::int64_t>(counts & kCountMask);
         return s;
     }
 
@@ -101,8 +102,7 @@ private:
 
     /// `last` in the first word; `previous` high and `current` low in the second.
     void store(const State& s) noexcept {
-        this->head_ = static_cast<std::uint64_t>(s.last);
-        this->word_ = countsOf(s);
+        Base::store(static_cast<std::uint64_t>(s.last), countsOf(s));
     }
 
     /// `set` for a state that goes to the heap, or comes back from it, or stays there.

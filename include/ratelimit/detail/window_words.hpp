@@ -43,9 +43,10 @@ public:
         RATELIMIT_ASSUME(packed());
         const unsigned usedBits = layout();
         State s{};
-        s.last = static_cast<std::int64_t>(this->head_);
-        s.into = static_cast<std::int64_t>((this->word_ & lowBits(kPayloadBits)) >> usedBits);
-        s.used = static_cast<std::int64_t>(this->word_ & lowBits(usedBits));
+        const std::uint64_t word = this->word();
+        s.last = static_cast<std::int64_t>(this->head());
+        s.into = static_cast<std::int64_t>((word & lowBits(kPayloadBits)) >> usedBits);
+        s.used = static_cast<std::int64_t>(word & lowBits(usedBits));
         return s;
     }
 
@@ -110,15 +111,15 @@ private:
     /// The bits `used` takes in the packed word.
     [[nodiscard]] unsigned layout() const noexcept {
         static_assert(kPayloadBits < (1U << kLayoutBits) - 1, "no layout is the heap's mark");
-        return static_cast<unsigned>(this->word_ >> kPayloadBits);
+        return static_cast<unsigned>(this->word() >> kPayloadBits);
     }
 
     /// Packs a state whose `used` fits in `usedBits` bits, and `into` in the rest.
     void store(const State& s, unsigned usedBits) noexcept {
-        this->head_ = static_cast<std::uint64_t>(s.last);
-        this->word_ = (std::uint64_t{usedBits} << kPayloadBits) |
-                      (static_cast<std::uint64_t>(s.into) << usedBits) |
-                      static_cast<std::uint64_t>(s.used);
+        Base::store(static_cast<std::uint64_t>(s.last),
+                    (std::uint64_t{usedBits} << kPayloadBits) |
+                        (static_cast<std::uint64_t>(s.into) << usedBits) |
+                        static_cast<std::uint64_t>(s.used));
     }
 
     /// `set` for a state that needs a new layout, or the heap, or was there.

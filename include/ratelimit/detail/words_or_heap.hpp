@@ -72,6 +72,16 @@ protected:
         }
     }
 
+    /// A packed state's `last`; the rest of it (never `kOnHeap`).
+    [[nodiscard]] std::uint64_t head() const noexcept { return head_; }
+    [[nodiscard]] std::uint64_t word() const noexcept { return word_; }
+    /// Packs a state into the words, where they hold no block.
+    void store(std::uint64_t head, std::uint64_t word) noexcept {
+        head_ = head;
+        word_ = word;
+    }
+
+private:
     std::uint64_t head_ = 0;  ///< a packed state's `last`, or the address of the state on the heap
     std::uint64_t word_ = 0;  ///< the rest of a packed state, or `kOnHeap`
 };
