@@ -763,6 +763,45 @@ TEST_CASE("Redis faults: a paused server: calls keep their deadline, late replie
     CHECK(events[1].health == StoreEvent::Health::kHealthy);
 }
 
+TEST_CASE("Redis faults: a call waiting for its reply gives up at its deadline near or far",
+          "[redis_storage][redis][faults]") {
+    // A deadline 25 ms or more off is waited for by reads that block up to 5 ms at a time, a
+    // nearer one by poll (detail/redis_connection.hpp): 10 ms takes only the second way, 60 ms
+    // and 200 ms both, one after the other. Either way the call ends at its deadline, not when
+    // the reply comes after it.
+    const SigpipeKills sigpipe;
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    const std::chrono::milliseconds timeout = GENERATE(10ms, 60ms, 200ms);
+    const bool pipelining = GENERATE(true, false);
+    INFO("timeout " << timeout.count() << " ms, " << (pipelining ? "pipelining" : "pool"));
+    const RedisStorage storage{
+        {.unixSocket = server->unixSocket(), .timeout = timeout, .pipelining = pipelining}};
+    Bucket bucket{Limit::perHour(10), storage, RedisServerClock{},
+                  limiterOptions("deadline", FailurePolicy::kThrow)};
+    REQUIRE_FALSE(bucket.tryAcquire("warm", 1).degraded);
+
+    server->pause();
+    // Resumed long after the deadline: a read that outlived it would get the reply.
+    constexpr auto kResumeAfterDeadline = 700ms;
+    std::thread resumer([&] {
+        std::this_thread::sleep_for(timeout + kResumeAfterDeadline);
+        server->resume();
+    });
+    const auto t0 = SteadyTime::now();
+    const Thrown thrown = thrownBy(bucket, "k", 1);
+    const auto took = SteadyTime::now() - t0;
+    resumer.join();
+    INFO(thrown);
+    INFO("the call took " << std::chrono::duration_cast<std::chrono::microseconds>(took).count()
+                          << " us");
+    CHECK(thrown.code == "outcome_unknown");
+    CHECK(took >= timeout - 5ms);
+    CHECK(took < timeout + kResumeAfterDeadline / 2);
+}
+
 // ---- 3. a long outage behind the open breaker -------------------------------------------
 
 TEST_CASE("Redis faults: during a 2 s outage the open breaker answers at once (p99 < 1 ms)",

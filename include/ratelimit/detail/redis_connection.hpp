@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <fcntl.h>
 #include <memory>
 #include <mutex>
 #include <netdb.h>
@@ -18,6 +19,7 @@
 #include <string>
 #include <string_view>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <sys/un.h>
@@ -164,8 +166,8 @@ inline bool closesConnection(const redisReply& reply) {
            tripsBreaker(classifyErrorReply(std::string_view(reply.str, reply.len)));
 }
 
-/// One connection to Redis: our own non-blocking socket (every wait bounded by the call's
-/// deadline, writes with MSG_NOSIGNAL so no SIGPIPE is ever raised) and hiredis's reply
+/// One connection to Redis: our own socket (every wait bounded by the call's deadline, writes
+/// that never block, with MSG_NOSIGNAL so no SIGPIPE is ever raised) and hiredis's reply
 /// parser. A connection that saw an I/O error is dropped by its owner, never reused; so is one
 /// whose call timed out, unless its owner keeps the late reply's place in the order of replies
 /// (a pipeline): it would otherwise be read as the next caller's.
@@ -218,6 +220,7 @@ public:
                 return nullptr;
             }
         }
+        c->blockingReads_ = c->enableBlockingReads();
         return c;
     }
 
@@ -246,7 +249,7 @@ public:
             msghdr message{};
             message.msg_iov = unsent.vec.data();
             message.msg_iovlen = unsent.used;
-            const ssize_t n = ::sendmsg(fd_, &message, MSG_NOSIGNAL);
+            const ssize_t n = ::sendmsg(fd_, &message, MSG_NOSIGNAL | MSG_DONTWAIT);
             if (n > 0) {
                 sent += static_cast<std::size_t>(n);
                 continue;
@@ -296,14 +299,13 @@ public:
                 answered_.store(true, std::memory_order_relaxed);
                 return ReplyPtr(static_cast<redisReply*>(reply));
             }
-            // Wait first: right after a write the reply is rarely there yet, and a recv that
-            // finds nothing is one system call more per check.
-            if (!waitFor(POLLIN, deadline)) {
+            std::array<char, 16384> buffer;  // NOLINT(cppcoreguidelines-pro-type-member-init)
+            bool late = false;
+            const ssize_t n = recvWithin(deadline, buffer, late);
+            if (late) {
                 status = {StoreError::kOutcomeUnknown, "no reply within the deadline"};
                 return nullptr;
             }
-            std::array<char, 16384> buffer;  // NOLINT(cppcoreguidelines-pro-type-member-init)
-            const ssize_t n = ::recv(fd_, buffer.data(), buffer.size(), 0);
             if (n > 0) {
                 redisReaderFeed(reader_, buffer.data(), static_cast<std::size_t>(n));
                 continue;
@@ -393,6 +395,43 @@ private:
 #endif
     }
 
+    /// How long a blocking `recv` waits at most (the socket's receive timeout), and how far off
+    /// a deadline must be for a read to block: the kernel rounds the timeout up to its ticks
+    /// (10 ms at 100 Hz) and may expire it a tick late, so a blocking read ends well before
+    /// such a deadline. A nearer deadline is waited for by `poll`, to the millisecond.
+    static constexpr std::chrono::milliseconds kReadSlice{5};
+    static constexpr std::chrono::milliseconds kBlockingReadMargin{25};
+
+    /// Makes reads block for at most `kReadSlice` (writes never block: MSG_DONTWAIT); false,
+    /// the socket left non-blocking, where the system refuses either.
+    [[nodiscard]] bool enableBlockingReads() const noexcept {
+        timeval slice{};
+        slice.tv_usec = std::chrono::microseconds(kReadSlice).count();
+        const int flags = ::fcntl(fd_, F_GETFL);
+        return flags >= 0 &&
+               ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &slice, sizeof slice) == 0 &&
+               ::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK) == 0;
+    }
+
+    /// Reads what the server sent into `buffer`, waiting for it within the deadline: where the
+    /// deadline is `kBlockingReadMargin` or more off, one `recv` that blocks until bytes come
+    /// (or `kReadSlice` passes: EAGAIN, and the caller asks again), so a check's reply costs
+    /// one system call, as a blocking hiredis context's does; otherwise a `poll` to the
+    /// deadline, then a `recv` that does not wait. Returns `recv`'s result, or sets `late` when
+    /// the deadline passed with nothing to read.
+    ssize_t recvWithin(Deadline deadline, std::span<char> buffer, bool& late) const {
+        if (blockingReads_ && deadline - std::chrono::steady_clock::now() >= kBlockingReadMargin) {
+            return ::recv(fd_, buffer.data(), buffer.size(), 0);
+        }
+        // Wait first: right after a write the reply is rarely there yet, and a recv that
+        // finds nothing is one system call more per check.
+        if (!waitFor(POLLIN, deadline)) {
+            late = true;
+            return -1;
+        }
+        return ::recv(fd_, buffer.data(), buffer.size(), MSG_DONTWAIT);
+    }
+
     [[nodiscard]] bool waitFor(short events, Deadline deadline) const {
         for (;;) {
             const auto left = std::chrono::ceil<std::chrono::milliseconds>(
@@ -412,6 +451,7 @@ private:
     }
 
     int fd_ = -1;
+    bool blockingReads_ = false;  // reads block for at most kReadSlice (enableBlockingReads)
     redisReader* reader_ = nullptr;
     std::atomic<bool> answered_{false};                  // set by a reader, read by a writer
     std::chrono::steady_clock::time_point idleSince_{};  // the epoch: a new connection is checked
