@@ -22,7 +22,8 @@
 // Segments split as they fill, so the figure at three key counts can miss the peaks between.
 //
 //   ratelimit_bench_memory [--quick] [--json=<path>]
-//     --quick   10^4 keys only (a smoke test, not a measurement)
+//     --quick   10^4 keys only (a smoke test, not a measurement), and no peaks
+//     --json    both tables as {"rows": [...], "peaks": [...]} (bench/report.py reads it)
 
 #include <chrono>
 #include <cstddef>
@@ -240,13 +241,13 @@ int main(int argc, char** argv) {
                     static_cast<unsigned long long>(r.spilled),
                     static_cast<double>(r.afterFreeBytes) / (1024.0 * 1024.0));
     }
+    std::vector<Peak> peaks;
     if (!quick) {
-        const std::vector<Peak> peaks{
-            peakOnTheWay<ratelimit::TokenBucketModel>("TokenBucket", maxKeys),
-            peakOnTheWay<ratelimit::LeakyBucketModel>("LeakyBucket", maxKeys),
-            peakOnTheWay<ratelimit::FixedWindowModel>("FixedWindow", maxKeys),
-            peakOnTheWay<ratelimit::SlidingCounterModel>("SlidingCounter", maxKeys),
-            peakOnTheWay<ratelimit::SlidingLogModel>("SlidingLog", maxKeys)};
+        peaks = {peakOnTheWay<ratelimit::TokenBucketModel>("TokenBucket", maxKeys),
+                 peakOnTheWay<ratelimit::LeakyBucketModel>("LeakyBucket", maxKeys),
+                 peakOnTheWay<ratelimit::FixedWindowModel>("FixedWindow", maxKeys),
+                 peakOnTheWay<ratelimit::SlidingCounterModel>("SlidingCounter", maxKeys),
+                 peakOnTheWay<ratelimit::SlidingLogModel>("SlidingLog", maxKeys)};
         std::printf("\n| algorithm | most bytes/key (stats), 10^4 keys to maxKeys | at keys |\n");
         std::printf("| --- | ---: | ---: |\n");
         for (const Peak& p : peaks) {
@@ -256,7 +257,7 @@ int main(int argc, char** argv) {
 
     if (!jsonPath.empty()) {
         std::ofstream out(jsonPath);
-        out << "[\n";
+        out << "{\"rows\": [\n";
         for (std::size_t i = 0; i < rows.size(); ++i) {
             const Row& r = rows[i];
             out << "  {\"algorithm\": \"" << r.algorithm << "\", \"maxKeys\": " << r.maxKeys
@@ -268,7 +269,14 @@ int main(int argc, char** argv) {
                 << ", \"spilled\": " << r.spilled << ", \"afterFreeBytes\": " << r.afterFreeBytes
                 << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
         }
-        out << "]\n";
+        out << "],\n\"peaks\": [\n";
+        for (std::size_t i = 0; i < peaks.size(); ++i) {
+            const Peak& p = peaks[i];
+            out << "  {\"algorithm\": \"" << p.algorithm << "\", \"maxKeys\": " << maxKeys
+                << ", \"bytesPerKey\": " << p.bytesPerKey << ", \"keys\": " << p.keys << "}"
+                << (i + 1 < peaks.size() ? "," : "") << "\n";
+        }
+        out << "]}\n";
     }
     return 0;
 }
