@@ -784,9 +784,10 @@ TEST_CASE("Redis faults: a call waiting for its reply gives up at its deadline n
     REQUIRE_FALSE(bucket.tryAcquire("warm", 1).degraded);
 
     server->pause();
-    // Resumed long after the deadline: a read that outlived it would get the reply.
+    // Resumed long after the deadline: a read that outlived it would get the reply. A jthread,
+    // so the server is resumed and the thread joined however the call ends.
     constexpr auto kResumeAfterDeadline = 700ms;
-    std::thread resumer([&] {
+    std::jthread resumer([&] {
         std::this_thread::sleep_for(timeout + kResumeAfterDeadline);
         server->resume();
     });
