@@ -120,6 +120,10 @@ Row measure(const char* name, std::size_t maxKeys, std::size_t keys, bool reuse)
     return row;
 }
 
+/// Where the peaks are read: from this many keys on, every so many keys.
+constexpr std::size_t kPeakFrom = 10'000;
+constexpr std::size_t kPeakEvery = 1'000;
+
 /// The most `allocatedBytes` per key of a table as it grows from 10^4 keys to `maxKeys`.
 struct Peak {
     std::string algorithm;
@@ -129,8 +133,6 @@ struct Peak {
 
 template <class Model>
 Peak peakOnTheWay(const char* name, std::size_t maxKeys) {
-    constexpr std::size_t kFrom = 10'000;
-    constexpr std::size_t kEvery = 1'000;
     ratelimit::MemoryStorage::Options options;
     options.maxKeys = maxKeys;
     ratelimit::MemoryStorage storage(options);
@@ -141,7 +143,7 @@ Peak peakOnTheWay(const char* name, std::size_t maxKeys) {
     Peak peak{name};
     for (std::size_t i = 1; i <= maxKeys; ++i) {
         (void)limiter.tryAcquire(key(0, i));
-        if (i >= kFrom && i % kEvery == 0) {
+        if (i >= kPeakFrom && i % kPeakEvery == 0) {
             const double perKey =
                 static_cast<double>(storage.stats().allocatedBytes) / static_cast<double>(i);
             if (perKey > peak.bytesPerKey) {
@@ -273,6 +275,7 @@ int main(int argc, char** argv) {
         for (std::size_t i = 0; i < peaks.size(); ++i) {
             const Peak& p = peaks[i];
             out << "  {\"algorithm\": \"" << p.algorithm << "\", \"maxKeys\": " << maxKeys
+                << ", \"from\": " << kPeakFrom << ", \"every\": " << kPeakEvery
                 << ", \"bytesPerKey\": " << p.bytesPerKey << ", \"keys\": " << p.keys << "}"
                 << (i + 1 < peaks.size() ? "," : "") << "\n";
         }

@@ -191,8 +191,8 @@ def memory_targets(targets, memory, peaks):
                 ok = peak["bytesPerKey"] <= 64
                 targets.rows.append((
                     f"memory per key on the way, {algorithm}",
-                    f"most bytes/key (stats) read every 1,000 keys from 1e+04 to "
-                    f"{peak['maxKeys']:.0e}, at {peak['keys']:,} keys",
+                    f"most bytes/key (stats) read every {peak['every']:,} keys from "
+                    f"{peak['from']:.0e} to {peak['maxKeys']:.0e}, at {peak['keys']:,} keys",
                     f"{peak['bytesPerKey']:.1f} B", "—", "—", "—", "≤ 64 B",
                     "**pass**" if ok else "**miss**", ""))
             full = [r for r in sized if r["keys"] == r["maxKeys"]]

@@ -395,15 +395,17 @@ private:
 #endif
     }
 
-    /// How long a blocking `recv` waits at most (the socket's receive timeout), and how far off
-    /// a deadline must be for a read to block: the kernel rounds the timeout up to its ticks
-    /// (10 ms at 100 Hz) and may expire it a tick late, so a blocking read ends well before
-    /// such a deadline. A nearer deadline is waited for by `poll`, to the millisecond.
+    /// The receive timeout a blocking `recv` is given, and how far off a deadline must be for a
+    /// read to block: the kernel rounds the timeout up to its ticks and may end it a tick late
+    /// (10–20 ms at 100 Hz, the coarsest common setting; 8–12 ms at 250 Hz), so a blocking read
+    /// still ends before such a deadline. A nearer deadline is waited for by `poll`, to the
+    /// millisecond.
     static constexpr std::chrono::milliseconds kReadSlice{5};
     static constexpr std::chrono::milliseconds kBlockingReadMargin{25};
 
-    /// Makes reads block for at most `kReadSlice` (writes never block: MSG_DONTWAIT); false,
-    /// the socket left non-blocking, where the system refuses either.
+    /// Makes reads block, each for at most `kReadSlice` and the kernel's rounding of it (writes
+    /// never block: MSG_DONTWAIT); false, the socket left non-blocking, where the system
+    /// refuses either.
     [[nodiscard]] bool enableBlockingReads() const noexcept {
         timeval slice{};
         slice.tv_usec = std::chrono::microseconds(kReadSlice).count();
@@ -415,8 +417,8 @@ private:
 
     /// Reads what the server sent into `buffer`, waiting for it within the deadline: where the
     /// deadline is `kBlockingReadMargin` or more off, one `recv` that blocks until bytes come
-    /// (or `kReadSlice` passes: EAGAIN, and the caller asks again), so a check's reply costs
-    /// one system call, as a blocking hiredis context's does; otherwise a `poll` to the
+    /// (or the receive timeout passes: EAGAIN, and the caller asks again), so a check's reply
+    /// costs one system call, as a blocking hiredis context's does; otherwise a `poll` to the
     /// deadline, then a `recv` that does not wait. Returns `recv`'s result, or sets `late` when
     /// the deadline passed with nothing to read.
     ssize_t recvWithin(Deadline deadline, std::span<char> buffer, bool& late) const {
@@ -451,7 +453,7 @@ private:
     }
 
     int fd_ = -1;
-    bool blockingReads_ = false;  // reads block for at most kReadSlice (enableBlockingReads)
+    bool blockingReads_ = false;  // reads block a slice at a time (enableBlockingReads)
     redisReader* reader_ = nullptr;
     std::atomic<bool> answered_{false};                  // set by a reader, read by a writer
     std::chrono::steady_clock::time_point idleSince_{};  // the epoch: a new connection is checked
