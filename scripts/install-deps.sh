@@ -16,6 +16,8 @@ all=(
     # and llvm for llvm-symbolizer, so sanitizer and fuzzer reports name source lines.
     clang libclang-rt-14-dev llvm clang-format clang-tidy
     libcpp-httplib-dev wrk
+    # valgrind: the release leg counts the compiler's instructions (bench/compile_time.sh).
+    valgrind
     # ratelimit::prometheus and its scrape check (promtool), and the example dashboard's
     # browser test (headless Chromium).
     prometheus-cpp-dev prometheus chromium
