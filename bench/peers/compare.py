@@ -87,7 +87,10 @@ def gbench(path):
 
 def memory(path):
     import json
-    for r in json.loads(Path(path).read_text()):
+    data = json.loads(Path(path).read_text())
+    # ratelimit_bench_memory --json: {"rows": [...], "peaks": [...]}; a list before the peaks.
+    rows = data if isinstance(data, list) else data["rows"]
+    for r in rows:
         if r["keys"] != 1_000_000:
             continue
         if r["algorithm"] == "TokenBucket" and r["maxKeys"] == 1_000_000:
