@@ -16,9 +16,9 @@
 #                                                 see include/ratelimit/detail/chrono.hpp)
 #
 # The check counts instructions rather than seconds because the count does not depend on the
-# machine: the same headers measured 2.74-2.95x in seconds on one CI guest and 3.33-4.05x on
-# another, and a tripwire that trips on the guest it lands on guards nothing. The count moves
-# by well under 1 % between runs (the compiler hashes addresses).
+# machine's speed or load: the same headers measured 2.74-2.95x in seconds on one CI guest and
+# 3.33-4.05x on another, and a tripwire that trips on the guest it lands on guards nothing. The
+# count moves by well under 1 % between runs (the compiler hashes addresses).
 # CXX picks the compiler (default g++).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -54,12 +54,20 @@ bool check(std::string_view key) {
 CPP
 sed 's|ratelimit/limiter.hpp|ratelimit/ratelimit.hpp|' "${work}/limiter.cpp" >"${work}/umbrella.cpp"
 
+# A compile that fails ends the script: in a command substitution bash does not stop on errors,
+# so a failed compile would otherwise yield a figure.
+fail() {
+    echo "compile-time: $*" >&2
+    exit 1
+}
+
 # CPU seconds (user + system) of one compilation.
 cpu() {
     local TIMEFORMAT='%U %S'
     local times
+    # The compiler's own output goes to stderr (fd 3), and only `time`'s into the figure.
     times=$({ time "${cxx}" -std=c++20 -O2 -I"${include}" -c "${work}/$1.cpp" \
-        -o "${work}/$1.o"; } 2>&1)
+        -o "${work}/$1.o" >&3 2>&3; } 3>&2 2>&1) || fail "${cxx} failed on $1.cpp"
     awk '{ printf "%.2f\n", $1 + $2 }' <<<"${times}"
 }
 
@@ -67,6 +75,9 @@ cpu() {
 # level of nesting, so the chain of headers down to the first stream header names the include
 # to mend.
 if [[ -n "${bound}" ]]; then
+    command -v valgrind >/dev/null ||
+        fail "--check counts instructions with valgrind, which is not installed" \
+            "(scripts/install-deps.sh installs it)"
     "${cxx}" -std=c++20 -O2 -I"${include}" -fsyntax-only -H "${work}/limiter.cpp" \
         2>"${work}/includes.txt" || { cat "${work}/includes.txt" >&2; exit 1; }
     streams="$(awk '/^\.+ / { chain[length($1)] = $2 }
@@ -100,20 +111,20 @@ echo "compile-time:   <ratelimit/limiter.hpp>     ${best[limiter]} s  (${limiter
 echo "compile-time:   <ratelimit/ratelimit.hpp>   ${best[umbrella]} s  (${umbrella_ratio}x)"
 [[ -n "${bound}" ]] || exit 0
 
-# Instructions the compiler (the driver, cc1plus and the assembler) runs for one file.
+# Instructions the compiler (the driver, cc1plus and the assembler) runs for one file: one
+# valgrind log per process, each with its count.
 instructions() {
+    local logs="${work}/$1.valgrind"
+    mkdir "${logs}"
     valgrind --tool=cachegrind --cache-sim=no --trace-children=yes \
-        --cachegrind-out-file=/dev/null --log-file="${work}/$1.valgrind.%p" \
-        "${cxx}" -std=c++20 -O2 -I"${include}" -c "${work}/$1.cpp" -o "${work}/$1.o"
-    cat "${work}/$1".valgrind.* | awk '/I +refs:/ { gsub(",", "", $NF); sum += $NF }
-        END { printf "%.0f\n", sum }'
+        --cachegrind-out-file=/dev/null --log-file="${logs}/%p" \
+        "${cxx}" -std=c++20 -O2 -I"${include}" -c "${work}/$1.cpp" -o "${work}/$1.o" >&2 ||
+        fail "${cxx} failed on $1.cpp under valgrind:" "$(cat "${logs}"/*)"
+    cat "${logs}"/* | awk '/I +refs:/ { gsub(",", "", $NF); sum += $NF; ++counted }
+        END { if (counted < 2 || sum == 0) exit 1; printf "%.0f\n", sum }' ||
+        fail "no instruction counts in valgrind's logs of $1.cpp"
 }
 
-if ! command -v valgrind >/dev/null; then
-    echo "compile-time: --check counts instructions with valgrind, which is not installed" \
-        "(scripts/install-deps.sh installs it)" >&2
-    exit 1
-fi
 baseline_instructions="$(instructions baseline)"
 limiter_instructions="$(instructions limiter)"
 instruction_ratio="$(ratio "${limiter_instructions}" "${baseline_instructions}")"

@@ -280,6 +280,11 @@ int main(int argc, char** argv) {
                 << (i + 1 < peaks.size() ? "," : "") << "\n";
         }
         out << "]}\n";
+        out.close();
+        if (!out) {
+            std::fprintf(stderr, "ratelimit_bench_memory: could not write %s\n", jsonPath.c_str());
+            return 1;
+        }
     }
     return 0;
 }

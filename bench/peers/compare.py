@@ -3,7 +3,9 @@
 
     compare.py <run dir>                 the table
     compare.py gbench <json>             Google Benchmark JSON -> the TSV lines
-    compare.py memory <json>             ratelimit_bench_memory --json -> the TSV lines
+    compare.py memory <json> [KEYS]      ratelimit_bench_memory --json -> the TSV lines, from
+                                         the rows of KEYS keys (default 10^6); fails when
+                                         neither the library's nor the naive map's is there
 
 Reads <run dir>/round-*/*.tsv (lines "peer<TAB>case<TAB>value<TAB>unit", from every
 harness and from the library's converted rows) and prints a Markdown table: one row per
@@ -85,23 +87,31 @@ def gbench(path):
         print(f"{row[0]}\t{row[1]}\t{ns * row[2]:.3f}\t{unit}")
 
 
-def memory(path):
+def memory(path, keys=1_000_000):
     import json
     data = json.loads(Path(path).read_text())
     # ratelimit_bench_memory --json: {"rows": [...], "peaks": [...]}; a list before the peaks.
     rows = data if isinstance(data, list) else data["rows"]
+    lines = []
     for r in rows:
-        if r["keys"] != 1_000_000:
+        if r["keys"] != keys:
             continue
         if r["algorithm"] == "TokenBucket" and r["maxKeys"] == 1_000_000:
-            print(f"{LIBRARY}\tidle_bytes_1m\t{r['bytesPerKey']:.1f}\tbytes")
+            lines.append(f"{LIBRARY}\tidle_bytes_1m\t{r['bytesPerKey']:.1f}\tbytes")
         elif r["algorithm"] == "naive unordered_map":
-            print(f"naive-mutex-map\tidle_bytes_1m\t{r['bytesPerKey']:.1f}\tbytes")
+            lines.append(f"naive-mutex-map\tidle_bytes_1m\t{r['bytesPerKey']:.1f}\tbytes")
+    if len(lines) != 2:
+        sys.exit(f"compare.py: {path} has not both rows of {keys} keys (TokenBucket with "
+                 f"maxKeys 10^6, naive unordered_map): found {len(lines)}")
+    print("\n".join(lines))
 
 
 def main():
-    if sys.argv[1] in ("gbench", "memory"):
-        (gbench if sys.argv[1] == "gbench" else memory)(sys.argv[2])
+    if sys.argv[1] == "gbench":
+        gbench(sys.argv[2])
+        return
+    if sys.argv[1] == "memory":
+        memory(sys.argv[2], *(int(k) for k in sys.argv[3:4]))
         return
     run = Path(sys.argv[1])
     values = defaultdict(list)  # (peer, case) -> [value per round]

@@ -881,8 +881,8 @@ private:
     /// `run` for a key written after the call's time (`last`), by another call since this one
     /// read the clock or before a clock step back: answered as `answerFor` says (for a key
     /// written at or before the call's time, from `runPlainCold`, that is `run`'s answer). Not
-    /// rare where threads share a key: two threads on one bucket took 1.2-1.4× as long with
-    /// this step in `runPreparedCold`'s copy, cold, rather than its own.
+    /// rare where threads share a key, so it keeps a copy of the step of its own, not the cold
+    /// one of `runPreparedCold` (bench/README.md, "One copy of the model's step fewer").
     RATELIMIT_NOINLINE Stepped runLate(typename M::State state, const Request& r, Tick last) {
         const Answer a = answerFor(last, r);
         // Left to right: the step, then the state it wrote.
