@@ -27,6 +27,10 @@
 //   BM_Baseline_AtomicGcraPair(_GivenNow)/... the same GCRA with a second word beside the time
 //                                            (its last write), the pair swapped by one 16-byte
 //                                            CAS as the table swaps a bucket's state (x86-64)
+//   BM_Baseline_KeyedGcra(_GivenNow)/...    the same GCRA found by its key: the library's
+//                                            short-key hash, linear probing in a table at most
+//                                            half full, the key compared as the table compares
+//                                            it: the floor with a keyed lookup
 //   BM_Baseline_MutexMap/...                one std::mutex around std::unordered_map<
 //                                            std::string, bucket>, a naive double token bucket,
 //                                            the same clock read before the lock (as Go's
@@ -40,6 +44,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
@@ -60,6 +65,7 @@
 
 #include <ratelimit/clock.hpp>
 #include <ratelimit/decision.hpp>
+#include <ratelimit/detail/short_key_hash.hpp>
 #include <ratelimit/detail/word_pair.hpp>
 #include <ratelimit/limit.hpp>
 #include <ratelimit/limiter.hpp>
@@ -427,24 +433,15 @@ private:
     ratelimit::detail::WordPair words_;
 };
 
-/// GCRA on one theoretical arrival time per key position (`Tat`), advanced by a CAS loop. Key
-/// i uses slot i: no lookup. Made only where `Tat::available()` (`atomicGcraFixture`).
-template <class Tat>
-class AtomicGcraFixture final : public Fixture {
+/// GCRA's step on one theoretical arrival time (`Tat`), advanced by a CAS loop: the step every
+/// atomic baseline shares.
+class Gcra {
 public:
-    AtomicGcraFixture(std::size_t keyCount, bool denied)
-        : keys(keySet(keyCount)),
-          params_(bucketParams(denied)),
-          tolerance_(params_.burst * params_.intervalNs),
-          tats_(std::make_unique<Tat[]>(keyCount)) {
-        const std::int64_t now = nowNs(clock);
-        for (std::size_t i = 0; i < keyCount; ++i) {
-            benchmark::DoNotOptimize(decide(i, denied ? kDeniedCount : 1, now));
-        }
-    }
+    explicit Gcra(bool denied)
+        : params_(bucketParams(denied)), tolerance_(params_.burst * params_.intervalNs) {}
 
-    Decision decide(std::size_t index, std::int64_t cost, std::int64_t now) noexcept {
-        Tat& tat = tats_[index];
+    template <class Tat>
+    Decision decide(Tat& tat, std::int64_t cost, std::int64_t now) const noexcept {
         const std::int64_t increment = cost * params_.intervalNs;
         typename Tat::Seen seen = tat.load();
         Decision d;
@@ -467,12 +464,33 @@ public:
         }
     }
 
+private:
+    BucketParams params_;
+    std::int64_t tolerance_;
+};
+
+/// GCRA on one theoretical arrival time per key position (`Tat`), advanced by a CAS loop. Key
+/// i uses slot i: no lookup. Made only where `Tat::available()` (`atomicGcraFixture`).
+template <class Tat>
+class AtomicGcraFixture final : public Fixture {
+public:
+    AtomicGcraFixture(std::size_t keyCount, bool denied)
+        : keys(keySet(keyCount)), gcra_(denied), tats_(std::make_unique<Tat[]>(keyCount)) {
+        const std::int64_t now = nowNs(clock);
+        for (std::size_t i = 0; i < keyCount; ++i) {
+            benchmark::DoNotOptimize(decide(i, denied ? kDeniedCount : 1, now));
+        }
+    }
+
+    Decision decide(std::size_t index, std::int64_t cost, std::int64_t now) noexcept {
+        return gcra_.decide(tats_[index], cost, now);
+    }
+
     const ratelimit::SteadyClock clock;
     const std::vector<std::string>& keys;
 
 private:
-    BucketParams params_;
-    std::int64_t tolerance_;
+    Gcra gcra_;
     std::unique_ptr<Tat[]> tats_;
 };
 
@@ -509,6 +527,87 @@ void BM_Baseline_AtomicGcra_GivenNow(benchmark::State& state) {
     const std::int64_t now = nowNs(f->clock);
     runRow(state, f->keys, args, [f, now](std::size_t i, std::string_view, std::int64_t cost) {
         return f->decide(i, cost, now);
+    });
+}
+
+/// The atomic GCRA found by its key: the least a keyed limiter does before its step, with the
+/// library's own pieces. The key is hashed by the library's short-key hash (keyed by a seed, as
+/// hostile keys require), its slot is found by linear probing in a table of a power of two
+/// slots at most half full, and the slot's key is compared as the table compares it
+/// (`KeyBytes`); then the same compare-and-swap as `AtomicGcra`. No locks, no growth, no
+/// second group, no marks: what a keyed lookup alone adds to the floor, under the hot-key and
+/// 100k-key bounds.
+class KeyedGcraFixture final : public Fixture {
+public:
+    KeyedGcraFixture(std::size_t keyCount, bool denied)
+        : keys(keySet(keyCount)),
+          gcra_(denied),
+          mask_(std::bit_ceil(2 * keyCount) - 1),
+          slots_(std::make_unique<Slot[]>(mask_ + 1)) {
+        for (const std::string& key : keys) {
+            Slot* s = &slots_[hash_(key).low & mask_];
+            for (std::size_t i = hash_(key).low; s->length != 0; s = &slots_[++i & mask_]) {
+            }
+            s->length = static_cast<std::uint8_t>(key.size());
+            s->key = ratelimit::detail::KeyBytes::padded(key);
+        }
+        const std::int64_t now = nowNs(clock);
+        for (const std::string& key : keys) {
+            benchmark::DoNotOptimize(decide(key, denied ? kDeniedCount : 1, now));
+        }
+    }
+
+    /// The bench's keys all have slots: a key without one is refused.
+    Decision decide(std::string_view key, std::int64_t cost, std::int64_t now) noexcept {
+        const ratelimit::detail::KeyBytes wanted = ratelimit::detail::KeyBytes::padded(key);
+        for (std::size_t i = hash_(key).low;; ++i) {
+            Slot& s = slots_[i & mask_];
+            if (s.length == key.size() && wanted.matches(s.key)) {
+                return gcra_.decide(s.tat, cost, now);
+            }
+            if (s.length == 0) {
+                return Decision{};
+            }
+        }
+    }
+
+    const ratelimit::SteadyClock clock;
+    const std::vector<std::string>& keys;
+
+private:
+    struct Slot {
+        ratelimit::detail::KeyBytes key;
+        std::uint8_t length = 0;  // 0: empty (the bench's keys are 15 bytes)
+        OneWordTat tat;
+    };
+
+    Gcra gcra_;
+    // Fixed seeds: the same table every run.
+    const ratelimit::detail::ShortKeyHash hash_{0x243f6a8885a308d3, 0x13198a2e03707344,
+                                                0xa4093822299f31d0, 0x082efa98ec4e6c89};
+    std::size_t mask_;
+    std::unique_ptr<Slot[]> slots_;
+};
+
+KeyedGcraFixture& keyedGcraFixture(const RowArgs& args) {
+    return sharedFixture<KeyedGcraFixture>(fixtureId("keyed_gcra", args.keys, args.denied),
+                                           args.keys, args.denied);
+}
+
+void BM_Baseline_KeyedGcra(benchmark::State& state) {
+    const RowArgs args = rowArgs(state);
+    auto& f = keyedGcraFixture(args);
+    runRow(state, f.keys, args, [&f](std::size_t, std::string_view key, std::int64_t cost) {
+        return f.decide(key, cost, nowNs(f.clock));
+    });
+}
+
+void BM_Baseline_KeyedGcra_GivenNow(benchmark::State& state) {
+    const RowArgs args = rowArgs(state);
+    auto& f = keyedGcraFixture(args);
+    const std::int64_t now = nowNs(f.clock);
+    runRow(state, f.keys, args, [&f, now](std::size_t, std::string_view key, std::int64_t cost) {
+        return f.decide(key, cost, now);
     });
 }
 
@@ -635,6 +734,12 @@ int main(int argc, char** argv) {
         ->Apply(pairMatrix);
     benchmark::RegisterBenchmark("BM_Baseline_AtomicGcraPair_GivenNow",
                                  &BM_Baseline_AtomicGcra_GivenNow<TwoWordTat>)
+        ->Apply(givenNowMatrix);
+    // The floor with a keyed lookup: the library's hash, a probe and a key compare before the
+    // same step.
+    benchmark::RegisterBenchmark("BM_Baseline_KeyedGcra", &BM_Baseline_KeyedGcra)
+        ->Apply(pairMatrix);
+    benchmark::RegisterBenchmark("BM_Baseline_KeyedGcra_GivenNow", &BM_Baseline_KeyedGcra_GivenNow)
         ->Apply(givenNowMatrix);
     benchmark::RegisterBenchmark("BM_Baseline_MutexMap", &BM_Baseline_MutexMap)->Apply(fullMatrix);
 

@@ -437,7 +437,15 @@ def main():
                   + overlap_note(ratio, row("Baseline_AtomicGcra", 1, threads=2))[1:-1] + ")",
                   row("Baseline_AtomicGcra", 1, threads=2), gcra1),
                  ("the clock alone ÷ AtomicGcra", "BM_Baseline_ClockRead/real_time/threads:1",
-                  gcra1)]
+                  gcra1),
+                 ("hot key, 1 thread, KeyedGcra ÷ AtomicGcra (the floor with a keyed lookup)",
+                  row("Baseline_KeyedGcra", 1), gcra1),
+                 ("hot key, 1 thread, TokenBucket ÷ KeyedGcra",
+                  row("TokenBucket_Memory", 1), row("Baseline_KeyedGcra", 1)),
+                 ("100,000 keys round-robin, 1 thread, KeyedGcra ÷ MutexMap",
+                  row("Baseline_KeyedGcra", 100000), row("Baseline_MutexMap", 100000)),
+                 ("100,000 keys round-robin, 1 thread, TokenBucket ÷ KeyedGcra",
+                  row("TokenBucket_Memory", 100000), row("Baseline_KeyedGcra", 100000))]
     ref_lines = ["| reference | figure | baseline | ratio |", "| --- | --- | --- | ---: |"]
     for label, f, b in reference:
         fv, bv = real(ratio, f), real(ratio, b)
@@ -526,7 +534,10 @@ Reference ratios from the same run:
   `BM_TokenBucket_Memory_Hook` sets `MemoryStorage::Options::onEvent` (never fired).
 - Baselines: `BM_Baseline_ClockRead` is `SteadyClock::now()` alone;
   `BM_Baseline_AtomicGcra` one `std::atomic<int64_t>` GCRA per key position (a CAS loop, the
-  same `SteadyClock`, no key lookup: key i uses slot i); `BM_Baseline_MutexMap` one
+  same `SteadyClock`, no key lookup: key i uses slot i); `BM_Baseline_KeyedGcra` the same
+  GCRA found by its key (the library's short-key hash, linear probing in a table of a power of
+  two slots at most half full, the key compared as the table compares it);
+  `BM_Baseline_MutexMap` one
   `std::mutex` around `std::unordered_map<std::string, bucket>` with a naive double token
   bucket, the clock read before the lock. All fill the same `Decision` fields the library does.
 - Redis rows share one `RedisStorage` (default options: pipelining over 2 connections;

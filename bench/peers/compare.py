@@ -36,6 +36,7 @@ ORDER = [
     "go-x/time/rate",
     "naive-mutex-map",
     "atomic-gcra",
+    "keyed-gcra",
     "rate-limiter-flexible+ioredis",
     "hiredis-fcall",
     "redis-benchmark",
@@ -67,6 +68,12 @@ GBENCH = {
         ("atomic-gcra", "hot_1t", 1),
     "BM_Baseline_AtomicGcra/keys:1/denied:0/cost:1/real_time/threads:2":
         ("atomic-gcra", "hot_2t", 1),
+    "BM_Baseline_KeyedGcra/keys:1/denied:0/cost:1/real_time/threads:1":
+        ("keyed-gcra", "hot_1t", 1),
+    "BM_Baseline_KeyedGcra/keys:1/denied:0/cost:1/real_time/threads:2":
+        ("keyed-gcra", "hot_2t", 1),
+    "BM_Baseline_KeyedGcra/keys:100000/denied:0/cost:1/real_time/threads:1":
+        ("keyed-gcra", "keys_100k", 1),
     "BM_TokenBucket_Redis/keys:1/real_time/threads:1": (LIBRARY, "redis_seq", 1e-3),
     "BM_TokenBucket_Redis/keys:1/real_time/threads:8": (LIBRARY, "redis_8", 1e-3),
     "BM_Baseline_HiredisFcall_TokenBucket/keys:1/real_time/threads:1":

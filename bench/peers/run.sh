@@ -7,9 +7,9 @@
 #   SECONDS_PER_CASE=0.5             how long each peer case runs (the library's rows:
 #                                    --benchmark_min_time, the same value)
 #
-# Each round runs, in an order rotated every round: ratelimit_bench (the TokenBucket rows and
-# the MutexMap and AtomicGcra baselines), ratelimit_redis_bench (TokenBucket and the bare
-# hiredis FCALL loop), redis-benchmark on the library's token bucket FCALL (and the
+# Each round runs, in an order rotated every round: ratelimit_bench (the TokenBucket rows
+# and the MutexMap, AtomicGcra and KeyedGcra baselines), ratelimit_redis_bench (TokenBucket
+# and the bare hiredis FCALL loop), redis-benchmark on the library's token bucket FCALL (and the
 # server's CPU per check of it and of reference_gcra.lua, from INFO commandstats), Go's
 # x/time/rate, Guava's RateLimiter, and rate-limiter-flexible with ioredis. Redis peers use a
 # redis-server this script starts on a unix socket in a temporary directory (CPU 0, clients on
@@ -107,7 +107,7 @@ fi
 
 lib_memory() {
     "$BUILD/ratelimit_bench" --benchmark_min_time="$SECS" --benchmark_format=json \
-        --benchmark_filter='^BM_(TokenBucket_Memory|Baseline_MutexMap|Baseline_AtomicGcra)/keys:(1/denied:0/cost:1/real_time/threads:[12]|100000/denied:0/cost:1/real_time/threads:1)$' \
+        --benchmark_filter='^BM_(TokenBucket_Memory|Baseline_MutexMap|Baseline_AtomicGcra|Baseline_KeyedGcra)/keys:(1/denied:0/cost:1/real_time/threads:[12]|100000/denied:0/cost:1/real_time/threads:1)$' \
         >"$1/lib_memory.json"
     python3 "$PEERS/compare.py" gbench "$1/lib_memory.json"
 }
