@@ -1203,30 +1203,42 @@ private:
     /// the state in the words, not on the heap.
     template <bool Packed>
     RATELIMIT_INLINE Decision runPackedWords(SlotState& words, const Request& r) {
+        typename M::State state = unpackWords<Packed>(words);
+        const Tick lastBefore = state.last;
+        Decision d = run(state, r);
+        if (r.writes()) {
+            packWords<Packed>(words, state, lastBefore);
+        }
+        return d;
+    }
+
+    /// The state in packed words; a sliding counter's words take the period its state was made
+    /// under (`periodOf`).
+    template <bool Packed>
+    RATELIMIT_INLINE typename M::State unpackWords(const SlotState& words) const {
         if constexpr (kCounterWords) {
             const auto periodAt = [this](Tick last) -> const Divisor& { return periodOf(last); };
-            typename M::State state = Packed ? words.unpack(periodAt) : words.get(periodAt);
-            const Tick lastBefore = state.last;
-            Decision d = run(state, r);
-            if (r.writes()) {
-                if constexpr (Packed) {
-                    words.pack(state, lastBefore, periodAt);
-                } else {
-                    words.set(state, periodAt);
-                }
-            }
-            return d;
+            return Packed ? words.unpack(periodAt) : words.get(periodAt);
         } else {
-            typename M::State state = Packed ? words.unpack() : words.get();
-            Decision d = run(state, r);
-            if (r.writes()) {
-                if constexpr (Packed) {
-                    words.pack(state);
-                } else {
-                    words.set(state);
-                }
+            return Packed ? words.unpack() : words.get();
+        }
+    }
+
+    /// Packs `state`, stepped from one last written at `lastBefore`, back into its words.
+    template <bool Packed>
+    RATELIMIT_INLINE void packWords(SlotState& words, const typename M::State& state,
+                                    [[maybe_unused]] Tick lastBefore) {
+        if constexpr (kCounterWords) {
+            const auto periodAt = [this](Tick last) -> const Divisor& { return periodOf(last); };
+            if constexpr (Packed) {
+                words.pack(state, lastBefore, periodAt);
+            } else {
+                words.set(state, periodAt);
             }
-            return d;
+        } else if constexpr (Packed) {
+            words.pack(state);
+        } else {
+            words.set(state);
         }
     }
 
