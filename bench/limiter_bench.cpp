@@ -27,10 +27,11 @@
 //   BM_Baseline_AtomicGcraPair(_GivenNow)/... the same GCRA with a second word beside the time
 //                                            (its last write), the pair swapped by one 16-byte
 //                                            CAS as the table swaps a bucket's state (x86-64)
-//   BM_Baseline_KeyedGcra(_GivenNow)/...    the same GCRA found by its key: the library's
-//                                            short-key hash, linear probing in a table at most
-//                                            half full, the key compared as the table compares
-//                                            it: the floor with a keyed lookup
+//   BM_Baseline_KeyedGcra(_GivenNow)/...    the same GCRA found by its key: the low half of
+//                                            the library's short-key hash, linear probing in a
+//                                            table of 32-byte slots at most half full, the key
+//                                            compared as the table compares it: the floor with
+//                                            a keyed lookup
 //   BM_Baseline_MutexMap/...                one std::mutex around std::unordered_map<
 //                                            std::string, bucket>, a naive double token bucket,
 //                                            the same clock read before the lock (as Go's

@@ -535,9 +535,9 @@ Reference ratios from the same run:
 - Baselines: `BM_Baseline_ClockRead` is `SteadyClock::now()` alone;
   `BM_Baseline_AtomicGcra` one `std::atomic<int64_t>` GCRA per key position (a CAS loop, the
   same `SteadyClock`, no key lookup: key i uses slot i); `BM_Baseline_KeyedGcra` the same
-  GCRA found by its key (the library's short-key hash, linear probing in a table of a power of
-  two slots at most half full, the key compared as the table compares it);
-  `BM_Baseline_MutexMap` one
+  GCRA found by its key (the low half of the library's short-key hash, linear probing in a
+  table of a power of two 32-byte slots at most half full, the key compared as the table
+  compares it); `BM_Baseline_MutexMap` one
   `std::mutex` around `std::unordered_map<std::string, bucket>` with a naive double token
   bucket, the clock read before the lock. All fill the same `Decision` fields the library does.
 - Redis rows share one `RedisStorage` (default options: pipelining over 2 connections;
