@@ -1215,7 +1215,7 @@ private:
     /// The state in packed words; a sliding counter's words take the period its state was made
     /// under (`periodOf`).
     template <bool Packed>
-    RATELIMIT_INLINE typename M::State unpackWords(const SlotState& words) const {
+    [[nodiscard]] RATELIMIT_INLINE typename M::State unpackWords(const SlotState& words) const {
         if constexpr (kCounterWords) {
             const auto periodAt = [this](Tick last) -> const Divisor& { return periodOf(last); };
             return Packed ? words.unpack(periodAt) : words.get(periodAt);
