@@ -53,34 +53,24 @@ def fmt(v):
 UNIT_NS = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
 # Google Benchmark rows -> (peer, case, scale from ns). Real (wall) time: with threads it is
 # the aggregate, wall time ÷ checks of all threads, as the peers measure.
-GBENCH = {
-    "BM_TokenBucket_Memory/keys:1/denied:0/cost:1/real_time/threads:1": (LIBRARY, "hot_1t", 1),
-    "BM_TokenBucket_Memory/keys:1/denied:0/cost:1/real_time/threads:2": (LIBRARY, "hot_2t", 1),
-    "BM_TokenBucket_Memory/keys:100000/denied:0/cost:1/real_time/threads:1":
-        (LIBRARY, "keys_100k", 1),
-    "BM_Baseline_MutexMap/keys:1/denied:0/cost:1/real_time/threads:1":
-        ("naive-mutex-map", "hot_1t", 1),
-    "BM_Baseline_MutexMap/keys:1/denied:0/cost:1/real_time/threads:2":
-        ("naive-mutex-map", "hot_2t", 1),
-    "BM_Baseline_MutexMap/keys:100000/denied:0/cost:1/real_time/threads:1":
-        ("naive-mutex-map", "keys_100k", 1),
-    "BM_Baseline_AtomicGcra/keys:1/denied:0/cost:1/real_time/threads:1":
-        ("atomic-gcra", "hot_1t", 1),
-    "BM_Baseline_AtomicGcra/keys:1/denied:0/cost:1/real_time/threads:2":
-        ("atomic-gcra", "hot_2t", 1),
-    "BM_Baseline_KeyedGcra/keys:1/denied:0/cost:1/real_time/threads:1":
-        ("keyed-gcra", "hot_1t", 1),
-    "BM_Baseline_KeyedGcra/keys:1/denied:0/cost:1/real_time/threads:2":
-        ("keyed-gcra", "hot_2t", 1),
-    "BM_Baseline_KeyedGcra/keys:100000/denied:0/cost:1/real_time/threads:1":
-        ("keyed-gcra", "keys_100k", 1),
-    "BM_TokenBucket_Redis/keys:1/real_time/threads:1": (LIBRARY, "redis_seq", 1e-3),
-    "BM_TokenBucket_Redis/keys:1/real_time/threads:8": (LIBRARY, "redis_8", 1e-3),
-    "BM_Baseline_HiredisFcall_TokenBucket/keys:1/real_time/threads:1":
-        ("hiredis-fcall", "redis_seq", 1e-3),
-    "BM_Baseline_HiredisFcall_TokenBucket/keys:1/real_time/threads:8":
-        ("hiredis-fcall", "redis_8", 1e-3),
+MEMORY_ROWS = {
+    "hot_1t": "keys:1/denied:0/cost:1/real_time/threads:1",
+    "hot_2t": "keys:1/denied:0/cost:1/real_time/threads:2",
+    "keys_100k": "keys:100000/denied:0/cost:1/real_time/threads:1",
 }
+HOT_ROWS = {case: MEMORY_ROWS[case] for case in ("hot_1t", "hot_2t")}
+REDIS_ROWS = {"redis_seq": "keys:1/real_time/threads:1", "redis_8": "keys:1/real_time/threads:8"}
+# (benchmark family, peer, its rows by case, scale from ns)
+FAMILIES = [
+    ("TokenBucket_Memory", LIBRARY, MEMORY_ROWS, 1),
+    ("Baseline_MutexMap", "naive-mutex-map", MEMORY_ROWS, 1),
+    ("Baseline_AtomicGcra", "atomic-gcra", HOT_ROWS, 1),
+    ("Baseline_KeyedGcra", "keyed-gcra", MEMORY_ROWS, 1),
+    ("TokenBucket_Redis", LIBRARY, REDIS_ROWS, 1e-3),
+    ("Baseline_HiredisFcall_TokenBucket", "hiredis-fcall", REDIS_ROWS, 1e-3),
+]
+GBENCH = {f"BM_{family}/{row}": (peer, case, scale)
+          for family, peer, rows, scale in FAMILIES for case, row in rows.items()}
 
 
 def gbench(path):
