@@ -845,19 +845,29 @@ private:
     /// Steps a key's `state`, under its lock. The epoch was read after the call's clock, so a
     /// step at that time writes before any later change's `since` (`LimitEpochs`); a step that
     /// finds the key written after that time (by a step that may have read a later epoch)
-    /// checks the epoch once more (`runLate`). The rare paths run out of line on a copy of the
-    /// state, so that the inlined step knows they were not taken (the late-call rule folds
-    /// away), and neither the decision nor the state has its address taken on the inlined
-    /// path: either would put it on the stack, where copying it out stalled every step on
-    /// store forwarding (bench/README.md, "The decision's copies"; a bucket's state is a local
-    /// decoded from its words).
+    /// checks the epoch once more (`answerFor`). A bucket's usual such call (two threads on
+    /// one key, a steady clock) is answered inline at that write (`answersAtLast`): out of
+    /// line, each retry of its swap took longer than the first try, so the other thread's
+    /// next write failed it again, and two threads on one key took up to twice the time per
+    /// check (bench/README.md, "A bucket's late calls inline"). A window steps under its lock,
+    /// without retries, and inlined there its step waited for the state before it placed the
+    /// time in its window. The other paths run out of line on a copy of the state, so that
+    /// the inlined step knows they were not taken (the late-call rule folds away: it steps at
+    /// a time no earlier than `last`), and neither the decision nor the state has its address
+    /// taken on the inlined path: either would put it on the stack, where copying it out
+    /// stalled every step on store forwarding (bench/README.md, "The decision's copies"; a
+    /// bucket's state is a local decoded from its words).
     RATELIMIT_INLINE Decision run(typename M::State& state, const Request& r) {
         const Tick last = M::lastWrite(state);
         if constexpr (std::is_trivially_copyable_v<typename M::State>) {
-            if (last > r.now) [[unlikely]] {
-                return kept(state, r, runLate(state, r, last));
+            Tick now = r.now;
+            if (last > now) [[unlikely]] {
+                if (!(kPairs && answersAtLast(last, r))) {
+                    return kept(state, r, runLate(state, r, last));
+                }
+                now = last;
             }
-            return runAt(state, r, *r.epoch, r.since, r.now, last);
+            return runAt(state, r, *r.epoch, r.since, now, last);
         } else {
             return runInPlace(state, r, answerFor(last, r));
         }
@@ -878,11 +888,13 @@ private:
         return stepped.decision;
     }
 
-    /// `run` for a key written after the call's time (`last`), by another call since this one
-    /// read the clock or before a clock step back: answered as `answerFor` says (for a key
-    /// written at or before the call's time, from `runPlainCold`, that is `run`'s answer). Not
-    /// rare where threads share a key, so it keeps a copy of the step of its own, not the cold
-    /// one of `runPreparedCold` (bench/README.md, "One copy of the model's step fewer").
+    /// `run` for a key written after the call's time (`last`) that `run` does not answer
+    /// inline: a window's, or a bucket's on a clock that is not steady, further back than a
+    /// late call, or with the call's epoch replaced since. Answered as `answerFor` says (for
+    /// a key written at or before the call's time, from `runPlainCold`, that is `run`'s
+    /// answer). Not rare where threads share a window's key, so it keeps a copy of the step of
+    /// its own, not the cold one of `runPreparedCold` (bench/README.md, "One copy of the
+    /// model's step fewer").
     RATELIMIT_NOINLINE Stepped runLate(typename M::State state, const Request& r, Tick last) {
         const Answer a = answerFor(last, r);
         // Left to right: the step, then the state it wrote.
@@ -946,12 +958,29 @@ private:
     [[nodiscard]] RATELIMIT_INLINE static Tick answeredAt(Tick last, const Request& r) {
         Tick now = r.now;
         if (now < last) {
-            const bool stale =
-                r.clock.steady() && satSub(last, now) <= r.epoch->value.lateTolerance;
-            const Tick read = stale ? last : r.clock();
+            const Tick read = stepsAtLast(last, r) ? last : r.clock();
             now = read < r.since ? r.since : read;
         }
         return now;
+    }
+
+    /// For a call whose time is before `last`: whether that time was stale when the key was
+    /// written at `last` (a steady clock, and no further back than a late call), so the call
+    /// steps at `last` rather than reading the clock again.
+    [[nodiscard]] static bool stepsAtLast(Tick last, const Request& r) noexcept {
+        return r.clock.steady() && satSub(last, r.now) <= r.epoch->value.lateTolerance;
+    }
+
+    /// Whether a step on a key last written at `last` writes under the call's own epoch: unless
+    /// the key was written after the call's time, the call writes, and that epoch was replaced.
+    [[nodiscard]] bool keepsEpoch(Tick last, const Request& r) const noexcept {
+        return last <= r.now || !r.writes() || epochs_.isCurrent(*r.epoch);
+    }
+
+    /// For a call whose time is before `last`: whether `answerFor` answers it at `last` under
+    /// its own epoch (`run` then steps it inline).
+    [[nodiscard]] bool answersAtLast(Tick last, const Request& r) const noexcept {
+        return stepsAtLast(last, r) && keepsEpoch(last, r);
     }
 
     /// The epoch a step writes under (first tick `since`), and the time it is answered at there.
@@ -969,7 +998,7 @@ private:
     /// its clock after that read too, so the step's time stays before the change's `since`.
     [[nodiscard]] RATELIMIT_INLINE Answer answerFor(Tick last, const Request& r) const {
         const Tick now = answeredAt(last, r);
-        if (last > r.now && r.writes() && !epochs_.isCurrent(*r.epoch)) [[unlikely]] {
+        if (!keepsEpoch(last, r)) [[unlikely]] {
             return renewedCold(last, r);
         }
         return {r.epoch, r.since, now};
