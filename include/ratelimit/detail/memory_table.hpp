@@ -865,7 +865,7 @@ private:
                 if (!(kPairs && answersAtLast(last, r))) {
                     return kept(state, r, runLate(state, r, last));
                 }
-                now = last;
+                now = last;  // as `answeredAt`: after r.now, so after the epoch's start too
             }
             return runAt(state, r, *r.epoch, r.since, now, last);
         } else {
@@ -889,9 +889,10 @@ private:
     }
 
     /// `run` for a key written after the call's time (`last`) that `run` does not answer
-    /// inline: a window's, or a bucket's on a clock that is not steady, further back than a
-    /// late call, or with the call's epoch replaced since. Answered as `answerFor` says (for
-    /// a key written at or before the call's time, from `runPlainCold`, that is `run`'s
+    /// inline: any model's but a bucket's, and a bucket's on a clock that is not steady,
+    /// further back than a late call, or with the call's epoch replaced since; and
+    /// `runPlainCold`'s steps of a spill entry or a fresh bucket, late or not. Answered as
+    /// `answerFor` says (for a key written at or before the call's time, that is `run`'s
     /// answer). Not rare where threads share a window's key, so it keeps a copy of the step of
     /// its own, not the cold one of `runPreparedCold` (bench/README.md, "One copy of the
     /// model's step fewer").
@@ -971,14 +972,15 @@ private:
         return r.clock.steady() && satSub(last, r.now) <= r.epoch->value.lateTolerance;
     }
 
-    /// Whether a step on a key last written at `last` writes under the call's own epoch: unless
-    /// the key was written after the call's time, the call writes, and that epoch was replaced.
+    /// Whether a step on a key last written at `last` writes under the call's own epoch: false
+    /// only when the key was written after the call's time, the call writes, and that epoch
+    /// has been replaced.
     [[nodiscard]] bool keepsEpoch(Tick last, const Request& r) const noexcept {
         return last <= r.now || !r.writes() || epochs_.isCurrent(*r.epoch);
     }
 
     /// For a call whose time is before `last`: whether `answerFor` answers it at `last` under
-    /// its own epoch (`run` then steps it inline).
+    /// its own epoch (`run` then steps a bucket's inline).
     [[nodiscard]] bool answersAtLast(Tick last, const Request& r) const noexcept {
         return stepsAtLast(last, r) && keepsEpoch(last, r);
     }

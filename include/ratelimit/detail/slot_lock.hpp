@@ -13,14 +13,15 @@ inline namespace v1 {
 namespace detail {
 
 /// How a waiter for a lock spins before it gives its core away: it looks at the lock after 32, 64,
-/// 128 and 128 pauses (352 in all, about 3.4 µs where a pause takes 10 ns). Each look takes the
-/// lock's cache line from the holder, whose next lock and unlock then wait for it to come back.
-/// Backing off from a look on every pause to looks after 1, 2, 4 … 32 pauses, two threads on
-/// one key took 0.41–0.94× the time per check; looking first after 32 pauses, so that a holder
-/// takes several steps between looks, two threads on one window's key took half that again
-/// (bench/README.md, "Waiters that look less often"). The price: a lock released just after a
-/// waiter came is taken up to 32 pauses late. True as soon as `acquire()` does; false when the
-/// spin ends first.
+/// 128 and 128 pauses (352 in all: 3.4 µs where a pause takes 9.7 ns, several times that where
+/// it takes about 140 cycles). Each look takes the lock's cache line from the holder, whose next
+/// lock and unlock then wait for it to come back. Backing off from a look on every pause to
+/// looks after 1, 2, 4 … 32 pauses, two threads on one key took 0.41–0.94× the time per check;
+/// looking first after 32 pauses, so that a holder takes several steps between looks, two
+/// threads on one window's key took about half the time again (a fixed window's 107 → 57 ns;
+/// bench/README.md, "Two threads on one key"). The price: a lock released just after a look is
+/// taken up to the next look late, 32 to 128 pauses. True as soon as `acquire()` does; false
+/// when the spin ends first.
 template <class Acquire>
 bool spinUntil(Acquire acquire) noexcept {
     constexpr int kLooks = 4;
