@@ -849,7 +849,7 @@ private:
     /// one key, a steady clock) is answered inline at that write (`answersAtLast`): out of
     /// line, each retry of its swap took longer than the first try, so the other thread's
     /// next write failed it again, and two threads on one key took up to twice the time per
-    /// check (bench/README.md, "A bucket's late calls inline"). A window steps under its lock,
+    /// check (bench/README.md, "Two threads on one key"). A window steps under its lock,
     /// without retries, and inlined there its step waited for the state before it placed the
     /// time in its window. The other paths run out of line on a copy of the state, so that
     /// the inlined step knows they were not taken (the late-call rule folds away: it steps at
