@@ -76,6 +76,7 @@ struct SlotLockCount {
     void slotLocked(bool isForeign) noexcept { ++(isForeign ? foreign : own); }
     void keyMoving() noexcept {}
     void segmentFull() noexcept {}
+    void epochRead() noexcept {}
 };
 
 /// The digests the storage places keys by: the short-key hash up to 16 bytes, SipHash beyond.
@@ -434,6 +435,7 @@ struct TwoFullAtOnce {
             }
         }
     }
+    void epochRead() noexcept {}
 };
 
 TEST_CASE("MemoryStorage: two calls that found one segment full together split it once",
@@ -587,6 +589,7 @@ struct SlowMoves {
         }
     }
     void segmentFull() noexcept {}
+    void epochRead() noexcept {}
 };
 
 TEMPLATE_TEST_CASE(
@@ -2259,6 +2262,69 @@ TEST_CASE("MemoryStorage: a sweep judges a sliding counter's key by the period i
     // At 2,500 the previous window's 5 weigh ceil(5 · 500 / 1,000) = 3 under the old limit,
     // carried over to the new one: 7 left before this call (10 for a key the sweep took).
     CHECK(at(2'500, "a", 1).remaining == 6);
+}
+
+/// Runs its hook once, in the next step, right after that step reads its limit's epoch (a
+/// `SlotProbePolicy`): where another thread may write the key and replace the limit.
+struct AfterEpochRead {
+    std::function<void()>* hook = nullptr;
+    void slotLocked(bool /*foreign*/) noexcept {}
+    void keyMoving() noexcept {}
+    void segmentFull() noexcept {}
+    void epochRead() const noexcept {
+        if (hook != nullptr && *hook) {
+            std::exchange(*hook, nullptr)();
+        }
+    }
+};
+
+TEMPLATE_TEST_CASE(
+    "MemoryStorage: a late call whose limit was replaced before it stepped steps under the new "
+    "limit",
+    "[memory_storage][memory]", RATELIMIT_TEST_MODELS) {
+    // A call reads a steady clock at 10 s and the limit of 10 a second. Before it finds its key,
+    // another call writes the key at 10.2 s and the limit becomes 2 a second from 10.3 s. The
+    // key was written after the call's time, within a late call's tolerance, so the call would
+    // step at 10.2 s, but not under the limit it read: the key may hold a state of the new one.
+    // It steps where a call reading the clock after the change would: under the new limit, from
+    // its first tick. A bucket's late call, stepped inline, must check its limit too.
+    using Model = TestType;
+    using Table = ratelimit::detail::MemoryTable<Model, AfterEpochRead>;
+    constexpr ratelimit::Tick kLate = 1'000'000'000;  // a second: within a late call's tolerance
+    const auto quota = [](std::int64_t count) {
+        return ratelimit::Quota::make<Model>(Limit::per(count, 1s), 1, 64, kLate);
+    };
+    const MemoryStorage::Options options{.maxKeys = 64, .seed = 5};
+    const auto table = [&] {
+        return std::make_unique<Table>(
+            ratelimit::detail::Ref<ratelimit::detail::MemoryKeyspace>::make(
+                options, ratelimit::detail::hashSeeds(options.seed)),
+            "replaced", quota(10));
+    };
+    const auto at = [](Table& t, ratelimit::Tick now) {
+        const auto clock = [now] { return now; };
+        return t.step("k", ratelimit::detail::TickSource(clock, true), 1,
+                      ratelimit::StepMode::kConsume);
+    };
+    const auto writeAndReplace = [&](Table& t) {
+        REQUIRE(at(t, 10'200'000'000).allowed);
+        t.setQuota(quota(2), [] { return ratelimit::Tick{10'300'000'000}; });
+    };
+    const auto raced = table();
+    const auto inOrder = table();
+    REQUIRE(at(*raced, 9'000'000'000).allowed);
+    REQUIRE(at(*inOrder, 9'000'000'000).allowed);
+
+    std::function<void()> hook = [&] { writeAndReplace(*raced); };
+    raced->probe().hook = &hook;
+    const ratelimit::Decision got = at(*raced, 10'000'000'000);
+    REQUIRE_FALSE(hook);  // the hook ran
+    writeAndReplace(*inOrder);
+    const ratelimit::Decision want = at(*inOrder, 10'000'000'000);
+    CHECK(describe(got) == describe(want));
+    CHECK(got.limit == 2);
+    // The two keys' states agree too.
+    CHECK(describe(at(*raced, 10'400'000'000)) == describe(at(*inOrder, 10'400'000'000)));
 }
 
 TEMPLATE_TEST_CASE(

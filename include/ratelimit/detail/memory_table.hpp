@@ -427,7 +427,9 @@ RATELIMIT_INLINE void placeKey(const Digest128& d, const TableShape& shape,
 /// key's own): what tests count to check that tags filter. Spill entries, shared by design,
 /// are not heard. Hears too each key moved to its other group, while it is in both slots, and
 /// each call that found its key's segment full, before it splits it (where a test holds calls
-/// that found one segment full, so that they split together).
+/// that found one segment full, so that they split together), and each step right after it
+/// read its limit's epoch, before it looks for its key (where a test writes the key and
+/// replaces the limit in between, as another thread may).
 template <class P>
 concept SlotProbePolicy = requires(P& probe, bool foreign) {
     { probe.slotLocked(foreign) }
@@ -436,6 +438,8 @@ concept SlotProbePolicy = requires(P& probe, bool foreign) {
     noexcept->std::same_as<void>;
     { probe.segmentFull() }
     noexcept->std::same_as<void>;
+    { probe.epochRead() }
+    noexcept->std::same_as<void>;
 };
 
 /// The probe of every user's table: an empty member whose calls compile to nothing.
@@ -443,6 +447,7 @@ struct NoSlotProbe {
     void slotLocked(bool /*foreign*/) noexcept {}
     void keyMoving() noexcept {}
     void segmentFull() noexcept {}
+    void epochRead() noexcept {}
 };
 static_assert(SlotProbePolicy<NoSlotProbe>);
 
@@ -550,6 +555,7 @@ public:
         // The epoch after the clock (see `LimitEpochs`).
         Tick since = 0;
         const Epoch& epoch = epochs_.current(since);
+        probe_.epochRead();
         const Request r{now,  read < since ? since : read, cost, mode, Action::kStep, each, &epoch,
                         since};
         Group* const segment = segmentOf(k);
@@ -629,6 +635,7 @@ public:
     }
 
     [[nodiscard]] const Probe& probe() const noexcept { return probe_; }
+    [[nodiscard]] Probe& probe() noexcept { return probe_; }
 
     /// Whether the directory is as splits must leave it: entry by entry, runs of consecutive
     /// entries that name one segment and record the run's length, as many runs as segments.
