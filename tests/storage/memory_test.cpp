@@ -579,11 +579,17 @@ struct MoveTable {
     }
 };
 
-/// A probe that holds each move, with the key in both slots, while other threads run: a step
-/// that could land in the old slot then would.
+/// A probe that holds each move once `holding` is set, with the key in both slots, while other
+/// threads run: a step that could land in the old slot then would. Set by the inserting thread
+/// just before the move it tests: held moves of other keys, while the stepping threads spin,
+/// would wait out their time slices.
 struct SlowMoves {
+    bool holding = false;
     void slotLocked(bool /*foreign*/) noexcept {}
-    void keyMoving() noexcept {
+    void keyMoving() const noexcept {
+        if (!holding) {
+            return;
+        }
         for (int i = 0; i < 100; ++i) {
             std::this_thread::yield();
         }
@@ -692,9 +698,11 @@ TEMPLATE_TEST_CASE("MemoryStorage: a key stepped by other threads as it moves lo
                 admitted += mine;
             });
         }
-        for (const std::string& key : keys.pair) {
-            (void)step(table, key, 1);
+        for (std::size_t i = 0; i + 1 < keys.pair.size(); ++i) {
+            (void)step(table, keys.pair[i], 1);
         }
+        table.probe().holding = true;  // the last key moves the mover
+        (void)step(table, keys.pair.back(), 1);
         inserting = false;
         for (std::thread& thread : threads) {
             thread.join();
@@ -710,6 +718,88 @@ TEMPLATE_TEST_CASE("MemoryStorage: a key stepped by other threads as it moves lo
     CAPTURE(moved);
     CHECK(wrong == 0);
     CHECK(moved == kRounds);
+}
+
+TEMPLATE_TEST_CASE(
+    "MemoryStorage: a key stepped by other threads as it moves aside in its group loses no step",
+    "[memory_storage][memory][concurrency]", RATELIMIT_TEST_MODELS) {
+    // A table of one group, so that every key's two choices are it. `first` takes its home;
+    // `away`, whose home is the same, takes the first empty slot, 0; `newcomer`, whose home is
+    // slot 0, moves `away` aside (`vacateHome`) while two threads step `away`, the move held
+    // with the key in both slots (`SlowMoves`). After each round `away`'s count must be
+    // exactly the steps admitted, and `first` and `newcomer` at home.
+    using Model = TestType;
+    constexpr int kRounds = 25;  // a held move waits out time slices: 80 ms at worst
+    constexpr int kThreads = 2;
+    constexpr std::int64_t kLimit = 1'000'000;
+    const MemoryStorage::Options options{.maxKeys = 8, .seed = 7};
+    const auto shape = ratelimit::detail::tableShape(options.maxKeys);
+    REQUIRE(shape.maxSegments() == 1);
+    REQUIRE(shape.segmentGroups == 1);
+    const StorageHashes hash(options.seed);
+    const auto keyWithHome = [&](auto wanted) {
+        for (int i = 0;; ++i) {
+            std::string key = "key-" + std::to_string(i);
+            if (wanted(hash.place(key, shape).home)) {
+                return key;
+            }
+        }
+    };
+    const std::string first = keyWithHome([](std::size_t home) { return home != 0; });
+    const std::size_t firstHome = hash.place(first, shape).home;
+    std::string away;
+    for (int i = 0; away.empty(); ++i) {  // another key whose home is `first`'s
+        std::string key = "other-" + std::to_string(i);
+        if (hash.place(key, shape).home == firstHome) {
+            away = std::move(key);
+        }
+    }
+    const std::string newcomer = keyWithHome([](std::size_t home) { return home == 0; });
+
+    const auto quota = ratelimit::Quota::make<Model>(Limit::perMinute(kLimit), 1, 64);
+    constexpr ratelimit::Tick kNow = 1'000'000'000;
+    const auto fixed = [now = kNow] { return now; };
+    const auto step = [&](auto& table, const std::string& key, std::int64_t cost) {
+        return table.step(key, ratelimit::detail::TickSource(fixed), cost,
+                          ratelimit::StepMode::kConsume);
+    };
+    int wrong = 0;
+    int notAtHome = 0;
+    for (int round = 0; round < kRounds; ++round) {
+        ratelimit::detail::MemoryTable<Model, SlowMoves> table(
+            ratelimit::detail::Ref<ratelimit::detail::MemoryKeyspace>::make(
+                options, ratelimit::detail::hashSeeds(options.seed)),
+            "aside", quota);
+        REQUIRE(step(table, first, 1).allowed);
+        REQUIRE(step(table, away, 1).allowed);
+        REQUIRE(table.keysAtHome() == 1);
+        std::atomic<bool> inserting{true};
+        std::atomic<std::int64_t> admitted{0};
+        std::vector<std::thread> threads;
+        threads.reserve(kThreads);
+        for (int t = 0; t < kThreads; ++t) {
+            threads.emplace_back([&] {
+                std::int64_t mine = 0;
+                do {  // at least once after the insert
+                    mine += step(table, away, 1).allowed ? 1 : 0;
+                } while (inserting.load(std::memory_order_relaxed));
+                admitted += mine;
+            });
+        }
+        table.probe().holding = true;
+        (void)step(table, newcomer, 1);
+        inserting = false;
+        for (std::thread& thread : threads) {
+            thread.join();
+        }
+        notAtHome += table.keysAtHome() == 2 ? 0 : 1;
+        const ratelimit::Decision left = step(table, away, 0);
+        if (left.remaining != kLimit - 1 - admitted.load()) {
+            ++wrong;
+        }
+    }
+    CHECK(wrong == 0);
+    CHECK(notAtHome == 0);
 }
 
 namespace {
@@ -2347,20 +2437,24 @@ TEMPLATE_TEST_CASE(
         return t.step("k", ratelimit::detail::TickSource(clock, true), 1,
                       ratelimit::StepMode::kConsume);
     };
+    // Returns whether the write was admitted: the hook runs where nothing may throw.
     const auto writeAndReplace = [&](Table& t) {
-        REQUIRE(at(t, 10'200'000'000).allowed);
+        const bool admitted = at(t, 10'200'000'000).allowed;
         t.setQuota(quota(2), [] { return ratelimit::Tick{10'300'000'000}; });
+        return admitted;
     };
     const auto raced = table();
     const auto inOrder = table();
     REQUIRE(at(*raced, 9'000'000'000).allowed);
     REQUIRE(at(*inOrder, 9'000'000'000).allowed);
 
-    std::function<void()> hook = [&] { writeAndReplace(*raced); };
+    bool racedWrite = false;
+    std::function<void()> hook = [&] { racedWrite = writeAndReplace(*raced); };
     raced->probe().hook = &hook;
     const ratelimit::Decision got = at(*raced, 10'000'000'000);
     REQUIRE_FALSE(hook);  // the hook ran
-    writeAndReplace(*inOrder);
+    REQUIRE(racedWrite);
+    REQUIRE(writeAndReplace(*inOrder));
     const ratelimit::Decision want = at(*inOrder, 10'000'000'000);
     CHECK(describe(got) == describe(want));
     CHECK(got.limit == 2);

@@ -379,8 +379,9 @@ inline TableShape tableShape(std::size_t maxKeys) noexcept {
 /// Where a key lives in a table: the directory entry that names its segment, its two candidate
 /// groups in that segment (two choices keep groups evenly filled, so a key rarely finds both
 /// full before the segment splits), the tag that marks its slot (0 is an empty slot), and its
-/// home: the slot it takes when that one is empty, which a lookup fetches while it reads the
-/// tags, so a key at home costs one cache miss, not two in a row.
+/// home: the slot it takes when that one is empty or holds a key away from its own home
+/// (`vacateHome`), which a lookup fetches while it reads the tags, so a key at home costs one
+/// cache miss, not two in a row.
 struct KeyPlacement {
     std::size_t entry = 0;
     std::array<std::uint64_t, 2> groups{};
@@ -425,7 +426,8 @@ RATELIMIT_INLINE void placeKey(const Digest128& d, const TableShape& shape,
 /// Hears every slot lock a table takes for a key, `foreign` when the slot holds another key,
 /// and every step of a bucket table that swaps a slot's words without its lock (always the
 /// key's own): what tests count to check that tags filter. Spill entries, shared by design,
-/// are not heard. Hears too each key moved to its other group, while it is in both slots, and
+/// are not heard. Hears too each key moved, to its other group or aside within its own, while it
+/// is in both slots, and
 /// each call that found its key's segment full, before it splits it (where a test holds calls
 /// that found one segment full, so that they split together), and each step right after it
 /// read its limit's epoch, before it looks for its key (where a test writes the key and
@@ -1795,12 +1797,12 @@ private:
         return &to == &x || &to == &y || emptySlots(to) == 0 ? nullptr : &to;
     }
 
-    /// Moves the key in slot i of `from` to an empty slot of `to`, its other group or `from`
-    /// itself (its home there when empty), as a split moves one: under both groups' insert locks
-    /// and both slots' locks, its new slot tagged before its old one is emptied, so a call that
-    /// finds the old one emptied looks again under the insert locks and finds the new one. A
-    /// bucket's old words stay sealed; its new ones are published to the key afresh. False when
-    /// `to` has no empty slot.
+    /// Moves the key in (tagged) slot i of `from` to an empty slot of `to`, its other group or
+    /// `from` itself (its home there when empty; never slot i, which is not empty), as a split
+    /// moves one: under both groups' insert locks and both slots' locks, its new slot tagged
+    /// before its old one is emptied, so a call that finds the old one emptied looks again
+    /// under the insert locks and finds the new one. A bucket's old words stay sealed; its new
+    /// ones are published to the key afresh. False when `to` has no empty slot.
     RATELIMIT_COLD bool moveKey(Group& from, std::size_t i, Group& to, const KeyPlacement& p)
         RATELIMIT_REQUIRES(from.insertLock, to.insertLock) {
         const std::size_t j = emptySlotOf(to, p.home);
@@ -1819,14 +1821,14 @@ private:
             to.meta[j].setLength(from.meta[i].length());
             setTag(to, j, tagAt(from, i));
             const typename M::State state = decode(words);
-            noteMoved(state);
+            noteMoved(from, to, state);
             publishWords(target.state, state, p);
         } else {
             target.key.assign(source.key.snapshot());
             to.meta[j].setLength(from.meta[i].length());
             target.state = std::move(source.state);
             source.state = SlotState{};
-            noteMoved(heldState(target.state));
+            noteMoved(from, to, heldState(target.state));
             setTag(to, j, tagAt(from, i));
         }
         probe_.keyMoving();  // the key in both slots: a test's probe widens the window
@@ -1834,6 +1836,15 @@ private:
         from.meta[i].setLength(0);
         setTag(from, i, 0);
         return true;
+    }
+
+    /// `noteMoved` for a state moved from group `from` to `to`: not within a group, which
+    /// `latestWrite` reads whole under its insert lock, so it sees the state in one slot or the
+    /// other, and the table's shared word is left alone on the insert path.
+    void noteMoved(const Group& from, const Group& to, const typename M::State& state) noexcept {
+        if (&from != &to) {
+            noteMoved(state);
+        }
     }
 
     /// Keeps the latest write of the states moved, to their other group or to a new segment,
@@ -1905,8 +1916,12 @@ private:
     /// slot of `g` (`moveKey`). A lookup fetches a key's home slots while it reads the tags, so
     /// a key at home costs one cache miss, and a key elsewhere two in a row; first come, first
     /// served, a third of the keys were at home among 10^5, and yielding to the key whose home
-    /// it is places about two in three there (bench/README.md, "Keys at home").
-    bool vacateHome(Group& g, std::size_t home) RATELIMIT_REQUIRES(g.insertLock) {
+    /// it is places about two in three there (bench/README.md, "Keys at home"). A slot whose
+    /// tag is 0 is empty, whatever key bytes a sweep left in it.
+    RATELIMIT_COLD bool vacateHome(Group& g, std::size_t home) RATELIMIT_REQUIRES(g.insertLock) {
+        if (tagAt(g, home) == 0) {
+            return true;
+        }
         const KeyPlacement p =
             placementOf(StoredKey{g.meta[home].length(), g.slots[home].key.snapshot()});
         return p.home != home && moveKey(g, home, g, p);
