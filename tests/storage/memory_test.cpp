@@ -598,6 +598,49 @@ struct SlowMoves {
     void epochRead() noexcept {}
 };
 
+/// A key stepped by two threads as fast as they can while the test's thread makes a move
+/// (`SlowMoves`), each call a take of 1 at one fixed time, under a limit no round reaches.
+template <class Model>
+struct SteppedWhileMoving {
+    static constexpr std::int64_t kLimit = 1'000'000;
+    static constexpr ratelimit::Tick kNow = 1'000'000'000;
+    const ratelimit::QuotaOf<Model> quota =
+        ratelimit::Quota::make<Model>(Limit::perMinute(kLimit), 1, 64);
+
+    template <class Table>
+    static ratelimit::Decision step(Table& table, const std::string& key, std::int64_t cost) {
+        const auto fixed = [] { return kNow; };
+        return table.step(key, ratelimit::detail::TickSource(fixed), cost,
+                          ratelimit::StepMode::kConsume);
+    }
+
+    /// Steps `key`, which took 1 before, on two threads while `move` runs and at least once
+    /// each after it; whether the key then counts exactly the steps admitted.
+    template <class Table, class Move>
+    static bool losesNoStep(Table& table, const std::string& key, Move move) {
+        constexpr int kThreads = 2;
+        std::atomic<bool> moving{true};
+        std::atomic<std::int64_t> admitted{0};
+        std::vector<std::thread> threads;
+        threads.reserve(kThreads);
+        for (int t = 0; t < kThreads; ++t) {
+            threads.emplace_back([&] {
+                std::int64_t mine = 0;
+                do {
+                    mine += step(table, key, 1).allowed ? 1 : 0;
+                } while (moving.load(std::memory_order_relaxed));
+                admitted += mine;
+            });
+        }
+        move();
+        moving = false;
+        for (std::thread& thread : threads) {
+            thread.join();
+        }
+        return step(table, key, 0).remaining == kLimit - 1 - admitted.load();
+    }
+};
+
 TEMPLATE_TEST_CASE(
     "MemoryStorage: a key whose groups are full moves another key to its other group",
     "[memory_storage][memory]", RATELIMIT_TEST_MODELS) {
@@ -669,51 +712,26 @@ TEMPLATE_TEST_CASE("MemoryStorage: a key stepped by other threads as it moves lo
     // other states move under the slot's lock). After each round the mover's count must be
     // exactly the steps admitted.
     using Model = TestType;
+    using Stepped = SteppedWhileMoving<Model>;
     constexpr int kRounds = 100;
-    constexpr int kThreads = 2;
-    constexpr std::int64_t kLimit = 1'000'000;
     const MoveKeys keys;
-    const auto quota = ratelimit::Quota::make<Model>(Limit::perMinute(kLimit), 1, 64);
-    constexpr ratelimit::Tick kNow = 1'000'000'000;
-    const auto fixed = [now = kNow] { return now; };
-    const auto step = [&](auto& table, const std::string& key, std::int64_t cost) {
-        return table.step(key, ratelimit::detail::TickSource(fixed), cost,
-                          ratelimit::StepMode::kConsume);
-    };
+    const Stepped stepped;
     int wrong = 0;
     std::uint64_t moved = 0;
     for (int round = 0; round < kRounds; ++round) {
-        auto table = MoveKeys::table<Model, SlowMoves>(quota);
-        REQUIRE(step(table, keys.mover, 1).allowed);
-        std::atomic<bool> inserting{true};
-        std::atomic<std::int64_t> admitted{0};
-        std::vector<std::thread> threads;
-        threads.reserve(kThreads);
-        for (int t = 0; t < kThreads; ++t) {
-            threads.emplace_back([&] {
-                std::int64_t mine = 0;
-                do {  // at least once after the last insert
-                    mine += step(table, keys.mover, 1).allowed ? 1 : 0;
-                } while (inserting.load(std::memory_order_relaxed));
-                admitted += mine;
-            });
-        }
-        for (std::size_t i = 0; i + 1 < keys.pair.size(); ++i) {
-            (void)step(table, keys.pair[i], 1);
-        }
-        table.probe().holding = true;  // the last key moves the mover
-        (void)step(table, keys.pair.back(), 1);
-        inserting = false;
-        for (std::thread& thread : threads) {
-            thread.join();
-        }
+        auto table = MoveKeys::table<Model, SlowMoves>(stepped.quota);
+        REQUIRE(Stepped::step(table, keys.mover, 1).allowed);
+        const bool kept = Stepped::losesNoStep(table, keys.mover, [&] {
+            for (std::size_t i = 0; i + 1 < keys.pair.size(); ++i) {
+                (void)Stepped::step(table, keys.pair[i], 1);
+            }
+            table.probe().holding = true;  // the last key moves the mover
+            (void)Stepped::step(table, keys.pair.back(), 1);
+        });
+        wrong += kept ? 0 : 1;
         ratelimit::MemoryStats s;
         table.addStats(s);
         moved += s.movedKeys;
-        const ratelimit::Decision left = step(table, keys.mover, 0);
-        if (left.remaining != kLimit - 1 - admitted.load()) {
-            ++wrong;
-        }
     }
     CAPTURE(moved);
     CHECK(wrong == 0);
@@ -729,9 +747,8 @@ TEMPLATE_TEST_CASE(
     // with the key in both slots (`SlowMoves`). After each round `away`'s count must be
     // exactly the steps admitted, and `first` and `newcomer` at home.
     using Model = TestType;
+    using Stepped = SteppedWhileMoving<Model>;
     constexpr int kRounds = 25;  // a held move waits out time slices: 80 ms at worst
-    constexpr int kThreads = 2;
-    constexpr std::int64_t kLimit = 1'000'000;
     const MemoryStorage::Options options{.maxKeys = 8, .seed = 7};
     const auto shape = ratelimit::detail::tableShape(options.maxKeys);
     REQUIRE(shape.maxSegments() == 1);
@@ -756,47 +773,23 @@ TEMPLATE_TEST_CASE(
     }
     const std::string newcomer = keyWithHome([](std::size_t home) { return home == 0; });
 
-    const auto quota = ratelimit::Quota::make<Model>(Limit::perMinute(kLimit), 1, 64);
-    constexpr ratelimit::Tick kNow = 1'000'000'000;
-    const auto fixed = [now = kNow] { return now; };
-    const auto step = [&](auto& table, const std::string& key, std::int64_t cost) {
-        return table.step(key, ratelimit::detail::TickSource(fixed), cost,
-                          ratelimit::StepMode::kConsume);
-    };
+    const Stepped stepped;
     int wrong = 0;
     int notAtHome = 0;
     for (int round = 0; round < kRounds; ++round) {
         ratelimit::detail::MemoryTable<Model, SlowMoves> table(
             ratelimit::detail::Ref<ratelimit::detail::MemoryKeyspace>::make(
                 options, ratelimit::detail::hashSeeds(options.seed)),
-            "aside", quota);
-        REQUIRE(step(table, first, 1).allowed);
-        REQUIRE(step(table, away, 1).allowed);
+            "aside", stepped.quota);
+        REQUIRE(Stepped::step(table, first, 1).allowed);
+        REQUIRE(Stepped::step(table, away, 1).allowed);
         REQUIRE(table.keysAtHome() == 1);
-        std::atomic<bool> inserting{true};
-        std::atomic<std::int64_t> admitted{0};
-        std::vector<std::thread> threads;
-        threads.reserve(kThreads);
-        for (int t = 0; t < kThreads; ++t) {
-            threads.emplace_back([&] {
-                std::int64_t mine = 0;
-                do {  // at least once after the insert
-                    mine += step(table, away, 1).allowed ? 1 : 0;
-                } while (inserting.load(std::memory_order_relaxed));
-                admitted += mine;
-            });
-        }
-        table.probe().holding = true;
-        (void)step(table, newcomer, 1);
-        inserting = false;
-        for (std::thread& thread : threads) {
-            thread.join();
-        }
+        const bool kept = Stepped::losesNoStep(table, away, [&] {
+            table.probe().holding = true;
+            (void)Stepped::step(table, newcomer, 1);
+        });
+        wrong += kept ? 0 : 1;
         notAtHome += table.keysAtHome() == 2 ? 0 : 1;
-        const ratelimit::Decision left = step(table, away, 0);
-        if (left.remaining != kLimit - 1 - admitted.load()) {
-            ++wrong;
-        }
     }
     CHECK(wrong == 0);
     CHECK(notAtHome == 0);
