@@ -426,12 +426,11 @@ RATELIMIT_INLINE void placeKey(const Digest128& d, const TableShape& shape,
 /// Hears every slot lock a table takes for a key, `foreign` when the slot holds another key,
 /// and every step of a bucket table that swaps a slot's words without its lock (always the
 /// key's own): what tests count to check that tags filter. Spill entries, shared by design,
-/// are not heard. Hears too each key moved, to its other group or aside within its own, while it
-/// is in both slots, and
-/// each call that found its key's segment full, before it splits it (where a test holds calls
-/// that found one segment full, so that they split together), and each step right after it
-/// read its limit's epoch, before it looks for its key (where a test writes the key and
-/// replaces the limit in between, as another thread may).
+/// are not heard. Hears too each key moved, to its other group or aside within its own, while
+/// it is in both slots; each call that found its key's segment full, before it splits it (where
+/// a test holds calls that found one segment full, so that they split together); and each step
+/// right after it read its limit's epoch, before it looks for its key (where a test writes the
+/// key and replaces the limit in between, as another thread may).
 template <class P>
 concept SlotProbePolicy = requires(P& probe, bool foreign) {
     { probe.slotLocked(foreign) }
@@ -647,8 +646,11 @@ public:
             for (std::size_t g = 0; g < shape_.segmentGroups; ++g) {
                 Group& group = segments_[s][g];
                 for (std::size_t i = 0; i < kGroupSlots; ++i) {
+                    if (tagAt(group, i) == 0) {
+                        continue;  // empty, whatever key bytes a sweep left in it
+                    }
                     const StoredKey key{group.meta[i].length(), group.slots[i].key.snapshot()};
-                    atHome += tagAt(group, i) != 0 && placementOf(key).home == i ? 1U : 0U;
+                    atHome += placementOf(key).home == i ? 1U : 0U;
                 }
             }
         }
