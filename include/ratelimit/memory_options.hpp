@@ -24,6 +24,8 @@ struct MemoryStats {
     std::uint64_t sweeps = 0;        ///< calls that swept
     std::uint64_t sweptSlots = 0;    ///< slots those calls examined (≤ kSweepPerCall each)
     std::uint64_t movedKeys = 0;     ///< entries moved to their key's other group for a new key
+    /// Table memory the kernel made huge pages when asked (`MemoryStorageOptions::hugePages`).
+    std::size_t hugePageBytes = 0;
 };
 
 /// Options of a `MemoryStorage` (`MemoryStorage::Options`). Fields only ever get added at the
@@ -40,6 +42,14 @@ struct MemoryStorageOptions {
     /// Called (from the calling thread, outside every lock) when spilling starts or ends, with
     /// the limiter's name. Must not throw.
     std::function<void(MemoryEvent, std::string_view limiterName)> onEvent{};
+    /// Linux, where the kernel offers 2 MiB transparent huge pages: a table that can fill a
+    /// 2 MiB chunk with segments cuts them from 2 MiB chunks and, as each chunk fills, asks the
+    /// kernel to back it with a huge page (`MADV_COLLAPSE`), so lookups among many keys miss
+    /// the TLB less often (10^6 keys: 8-14 % faster). Memory still follows the keys (0.6 % more).
+    /// The call whose new key fills a chunk waits for the kernel to copy it, a few
+    /// milliseconds, as do calls on that chunk's keys meanwhile; off, every segment is
+    /// allocated on its own and nothing waits.
+    bool hugePages = true;
 };
 
 }  // namespace v1

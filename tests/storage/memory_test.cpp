@@ -193,7 +193,8 @@ TEST_CASE("MemoryStorage: bytes per key stay within a documented bound",
     // Measured at 2^20 keys (13 keys in 16 slots, 2,004 segments of 46 groups of 14 slots: 11.4
     // keys a group; a slot is its key's 16 bytes and the state, a fixed window's and a sliding
     // counter's in 16, a group adds 32 bytes of tags, locks and lengths): 42.2, 42.2, 42.2,
-    // 81.6 and 2622 bytes. The bounds leave no room for another layout: groups of 16 slots with
+    // 81.6 and 2622 bytes, and 0.4 more for the ends of the 2 MiB chunks the segments fill
+    // (`SegmentMemory`). The bounds leave no room for another layout: groups of 16 slots with
     // a 40-byte header read 43, 43 and 42.5. A fixed window whose states may not fit its words
     // counts each one's 24 bytes on the heap, a sliding counter always its 32.
     constexpr std::size_t kMaxKeys = std::size_t{1} << 20;
@@ -256,10 +257,11 @@ TEST_CASE("MemoryStorage: a table's memory follows its keys, not its maxKeys",
     // grows a segment at a time. Measured with the default maxKeys: 58 kB for 10 keys, then 47
     // to 60 bytes a key for the token bucket from 10^4 to 10^5 keys, over 12 seeds, and at most
     // 63.0 to 63.4 by seed on the way to maxKeys (63.1 with this one; at about two thirds of it,
-    // when the last segments of two directory entries split), 42.2 there. Segments that split in
-    // halves all filled at once, so the figure swung from 42 to 74: most segments split within a
-    // few thousand keys, leaving them half empty. Groups of 16 slots with a 40-byte header
-    // reached 64.5.
+    // when the last segments of two directory entries split), 42.2 there; the ends of filled
+    // huge-page chunks add about 0.3 (63.8 on the way in one run of bench/memory_per_key.cpp).
+    // Segments that split in halves all filled at once, so the figure swung from 42 to 74: most
+    // segments split within a few thousand keys, leaving them half empty. Groups of 16 slots with a
+    // 40-byte header reached 64.5.
     ManualClock clock;
     MemoryStorage storage{{.seed = 1}};  // a drawn seed could, rarely, spill before maxKeys
     MemoryLimiter<ratelimit::TokenBucketModel> limiter{Limit::perMinute(10), storage, clock};
@@ -332,7 +334,9 @@ TEST_CASE("MemoryStorage: keys keep their state while other threads' keys split 
     // admissions of its limit: none lost (a reset), none twice (two entries). Each thread makes
     // keys of its own, calling older ones again as the table grows, and all threads share hot keys.
     constexpr std::size_t kThreads = 4;
-    constexpr std::size_t kKeysPerThread = 12'000;  // 48'000 keys: about a hundred splits
+    // 64'000 keys: about 140 splits, and a chunk of segments filled and made a huge page
+    // (`SegmentMemory`) while the other threads step keys in it.
+    constexpr std::size_t kKeysPerThread = 16'000;
     constexpr std::size_t kHotKeys = 16;
     ManualClock clock;
     MemoryStorage storage{{.seed = 9}};
@@ -384,7 +388,136 @@ TEST_CASE("MemoryStorage: keys keep their state while other threads' keys split 
     }
     CHECK(s.trackedKeys == kThreads * kKeysPerThread + kHotKeys);
     CHECK(s.spilledCalls == 0);
-    CHECK(s.allocatedBytes > std::size_t{1} << 20);  // the table grew: segments split
+    // The table grew past 101 segments of 20,640 bytes, the first chunk's, where it has chunks.
+    CHECK(s.allocatedBytes > ratelimit::detail::SegmentMemory::kChunkBytes * 5 / 4);
+}
+
+#if defined(__linux__)
+TEST_CASE("SegmentMemory: segments are cut from aligned chunks, apart, and keep their bytes",
+          "[memory_storage][memory]") {
+    // A table's segments where it can fill a 2 MiB chunk: cut one after another from chunks
+    // aligned to 2 MiB, each chunk handed back once, when its last segment is cut, to be made a
+    // huge page. A segment that overlapped another, or a collapse that lost a byte, would show
+    // in the patterns. (Where the kernel offers no huge pages, the chunks are cut all the same;
+    // only the collapse fails.)
+    using ratelimit::detail::SegmentMemory;
+    constexpr std::size_t kChunk = SegmentMemory::kChunkBytes;
+    constexpr std::size_t kSegmentBytes = std::size_t{43} * 480;  // the default maxKeys' bucket
+    constexpr std::size_t kSegments = 250;
+    constexpr std::size_t kPerChunk = 101;                              // 2 MiB ÷ 20,640 bytes
+    constexpr std::size_t kSlack = kChunk - kPerChunk * kSegmentBytes;  // 12,512 bytes
+    SegmentMemory memory{kSegmentBytes, 32, kSegments, true};
+    REQUIRE(memory.chunked());
+    CHECK(memory.segmentsPerChunk() == kPerChunk);
+    CHECK(memory.maxSlackBytes() == 2 * kSlack);  // 250 segments fill two chunks
+    std::vector<unsigned char*> segments;
+    std::vector<std::size_t> filledAfter;
+    for (std::size_t i = 0; i < kSegments; ++i) {
+        auto* const segment = static_cast<unsigned char*>(memory.take());
+        CHECK(std::bit_cast<std::uintptr_t>(segment) % 32 == 0);
+        std::memset(segment, static_cast<int>(i % 251), kSegmentBytes);
+        segments.push_back(segment);
+        if (void* const chunk = memory.takeFilled(); chunk != nullptr) {
+            filledAfter.push_back(i + 1);
+            CHECK(std::bit_cast<std::uintptr_t>(chunk) % kChunk == 0);
+            CHECK(chunk == segments[i + 1 - kPerChunk]);  // the chunk starts with its first
+            CHECK(memory.takeFilled() == nullptr);        // once
+            memory.collapse(chunk);
+        }
+    }
+    CHECK(filledAfter == std::vector<std::size_t>{kPerChunk, 2 * kPerChunk});
+    CHECK(memory.slackBytes() == 2 * kSlack);
+    std::vector<unsigned char*> sorted = segments;
+    std::sort(sorted.begin(), sorted.end());
+    for (std::size_t i = 1; i < sorted.size(); ++i) {
+        CHECK(sorted[i] - sorted[i - 1] >= static_cast<std::ptrdiff_t>(kSegmentBytes));
+    }
+    std::size_t outside = 0;  // segments not wholly inside their chunk
+    std::size_t damaged = 0;
+    for (std::size_t i = 0; i < kSegments; ++i) {
+        const auto at = std::bit_cast<std::uintptr_t>(segments[i]);
+        const auto chunk = std::bit_cast<std::uintptr_t>(segments[i / kPerChunk * kPerChunk]);
+        outside += chunk % kChunk != 0 || at + kSegmentBytes > chunk + kChunk ? 1U : 0U;
+        const auto expected = static_cast<unsigned char>(i % 251);
+        damaged += std::any_of(segments[i], segments[i] + kSegmentBytes,
+                               [&](unsigned char b) { return b != expected; })
+                       ? 1U
+                       : 0U;
+    }
+    CHECK(outside == 0);
+    CHECK(damaged == 0);
+    // Where the kernel made huge pages (it may not: no free 2 MiB, an old kernel, THP off).
+    CHECK(memory.hugePageBytes() % kChunk == 0);
+    CHECK(memory.hugePageBytes() <= 2 * kChunk);
+}
+#endif
+
+TEST_CASE("SegmentMemory: segments one by one where a table cannot fill a chunk, or when asked",
+          "[memory_storage][memory]") {
+    using ratelimit::detail::SegmentMemory;
+    constexpr std::size_t kSegmentBytes = std::size_t{43} * 480;
+    const auto checkOneByOne = [](SegmentMemory& memory, std::size_t segments) {
+        CHECK_FALSE(memory.chunked());
+        CHECK(memory.maxSlackBytes() == 0);
+        CHECK(memory.chunkListBytes() == 0);
+        std::vector<void*> taken;
+        for (std::size_t i = 0; i < segments; ++i) {
+            void* const segment = memory.take();
+            CHECK(std::bit_cast<std::uintptr_t>(segment) % 32 == 0);
+            std::memset(segment, 1, kSegmentBytes);
+            CHECK(memory.takeFilled() == nullptr);
+            taken.push_back(segment);
+        }
+        CHECK(memory.slackBytes() == 0);
+        CHECK(memory.hugePageBytes() == 0);
+        for (void* const segment : taken) {
+            memory.give(segment);  // a leak here fails the sanitizer builds
+        }
+    };
+    SECTION("chunks not asked for (hugePages off, or none offered)") {
+        SegmentMemory memory{kSegmentBytes, 32, 250, false};
+        checkOneByOne(memory, 250);
+    }
+    SECTION("fewer segments than a chunk holds (a 2 MiB chunk would cost a small table 2 MiB)") {
+        SegmentMemory memory{kSegmentBytes, 32, 100, true};
+        checkOneByOne(memory, 100);
+    }
+    SECTION("segments too large for 16 in a chunk") {
+        SegmentMemory memory{SegmentMemory::kChunkBytes / 15, 32, 64, true};
+        CHECK_FALSE(memory.chunked());
+    }
+}
+
+TEST_CASE("MemoryStorage: huge pages are counted, and off, none are asked for",
+          "[memory_storage][memory]") {
+    // 10^5 token-bucket keys fill two chunks at the default maxKeys.
+    ManualClock clock;
+    const auto fill = [&clock](bool hugePages) {
+        MemoryStorage storage{{.seed = 3, .hugePages = hugePages}};
+        MemoryLimiter<ratelimit::TokenBucketModel> limiter{Limit::perMinute(10), storage, clock};
+        for (std::size_t i = 0; i < 100'000; ++i) {
+            REQUIRE(limiter.tryAcquire(numberedKey(i, false)).allowed);
+        }
+        return storage.stats();
+    };
+    const ratelimit::MemoryStats on = fill(true);
+    const ratelimit::MemoryStats off = fill(false);
+    CAPTURE(on.allocatedBytes, off.allocatedBytes, on.hugePageBytes);
+    CHECK(off.hugePageBytes == 0);
+    CHECK(on.trackedKeys == off.trackedKeys);
+    if (ratelimit::detail::hugePagesOffered()) {
+        // The same keys and seed make the same segments, cut from chunks: each filled chunk's
+        // end past its last segment counts (12,512 bytes), and the list of chunks (21 × 8).
+        constexpr std::size_t kSlack = 12'512;
+        constexpr std::size_t kChunkList = std::size_t{21} * sizeof(void*);
+        CHECK(on.allocatedBytes == off.allocatedBytes + 2 * kSlack + kChunkList);
+        CHECK(on.byteBound == off.byteBound + 20 * kSlack + kChunkList);  // 2,045 segments fill 20
+        CHECK(on.hugePageBytes % ratelimit::detail::SegmentMemory::kChunkBytes == 0);
+        CHECK(on.hugePageBytes <= 2 * ratelimit::detail::SegmentMemory::kChunkBytes);
+    } else {
+        CHECK(on.allocatedBytes == off.allocatedBytes);
+        CHECK(on.hugePageBytes == 0);
+    }
 }
 
 TEST_CASE("MemoryStorage: threads that find one segment full split it once, not once each",

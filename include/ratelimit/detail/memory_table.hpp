@@ -28,6 +28,7 @@
 #include <ratelimit/detail/inline.hpp>
 #include <ratelimit/detail/limit_epochs.hpp>
 #include <ratelimit/detail/ref_counted.hpp>
+#include <ratelimit/detail/segment_memory.hpp>
 #include <ratelimit/detail/short_key_hash.hpp>
 #include <ratelimit/detail/siphash.hpp>
 #include <ratelimit/detail/slot_lock.hpp>
@@ -511,6 +512,8 @@ public:
           epochs_(quota),
           reclaimLag_(satAdd(quota.lateTolerance, quota.keyTimeSpread)),
           shape_(tableShape(keyspace_->options.maxKeys)),
+          segmentMemory_(segmentBytes(), alignof(Group), shape_.maxSegments(),
+                         keyspace_->options.hugePages && hugePagesOffered()),
           directory_(shape_.maxSegments()),
           widths_(shape_.maxSegments()),
           segments_(shape_.maxSegments()),
@@ -532,7 +535,12 @@ public:
         keyspace_->registry.remove(*this);
         const std::size_t count = segmentCount_.load(std::memory_order_relaxed);
         for (std::size_t i = 0; i < count; ++i) {
-            delete[] segments_[i];  // NOLINT(cppcoreguidelines-owning-memory): owned here
+            if constexpr (!std::is_trivially_destructible_v<Group>) {
+                for (std::size_t g = 0; g < shape_.segmentGroups; ++g) {
+                    segments_[i][g].~Group();
+                }
+            }
+            segmentMemory_.give(segments_[i]);  // a chunk's are unmapped with segmentMemory_
         }
     }
     MemoryTable(const MemoryTable&) = delete;
@@ -591,9 +599,11 @@ public:
 
     void addStats(MemoryStats& stats) const override {
         stats.trackedKeys += tracked_.load(std::memory_order_relaxed);
-        stats.allocatedBytes +=
-            fixedBytes() + segmentCount_.load(std::memory_order_relaxed) * segmentBytes();
+        stats.allocatedBytes += fixedBytes() +
+                                segmentCount_.load(std::memory_order_relaxed) * segmentBytes() +
+                                segmentMemory_.slackBytes();
         stats.byteBound += fixedBytes() + shape_.maxSegments() * segmentBytes() +
+                           segmentMemory_.maxSlackBytes() +
                            (shape_.maxSegments() * shape_.segmentGroups * kGroupSlots +
                             keyspace_->options.spillEntries) *
                                heapBytes();
@@ -601,6 +611,7 @@ public:
         stats.sweeps += sweeps_.load(std::memory_order_relaxed);
         stats.sweptSlots += sweptSlots_.load(std::memory_order_relaxed);
         stats.movedKeys += moves_.load(std::memory_order_relaxed);
+        stats.hugePageBytes += segmentMemory_.hugePageBytes();
     }
 
     [[nodiscard]] const QuotaOf<M>& quota() const noexcept override {
@@ -1976,6 +1987,16 @@ private:
     /// either way. (Calls that found one segment full together split it once, not once each
     /// down to one entry, after which the next full pair of groups would spill.)
     RATELIMIT_COLD bool grow(Group* segment, const KeyPlacement& k, std::size_t seenWidth) {
+        void* filled = nullptr;
+        const bool grew = splitFull(segment, k, seenWidth, filled);
+        segmentMemory_.collapse(filled);  // outside the split lock: it copies 2 MiB
+        return grew;
+    }
+
+    /// `grow`'s split, under the split lock; `filled` is the chunk of segments it filled, if
+    /// any (`SegmentMemory::takeFilled`).
+    RATELIMIT_COLD bool splitFull(Group* segment, const KeyPlacement& k, std::size_t seenWidth,
+                                  void*& filled) {
         const SlotGuard guard(splitLock_);
         const std::size_t width = widths_[k.entry].load(std::memory_order_relaxed);
         if (!holds(segment, k) || width != seenWidth) {
@@ -1992,6 +2013,7 @@ private:
         }
         const std::size_t end = base + width;
         split(segment, base, end - splitWidth(width), end);
+        filled = segmentMemory_.takeFilled();
         return true;
     }
 
@@ -2059,7 +2081,8 @@ private:
     }
 
     RATELIMIT_COLD Group* newSegment() {
-        return new Group[shape_.segmentGroups]{};  // NOLINT(cppcoreguidelines-owning-memory)
+        // NOLINTNEXTLINE(cppcoreguidelines-owning-memory): segmentMemory_ owns it
+        return ::new (segmentMemory_.take()) Group[shape_.segmentGroups]{};
     }
 
     /// The latest time a key's state was written at: a pass over every slot and spill entry,
@@ -2145,6 +2168,7 @@ private:
                shape_.maxSegments() *
                    (sizeof(std::atomic<Group*>) + sizeof(std::atomic<std::uint16_t>) +
                     sizeof(void*)) +  // entry, width, segment
+               segmentMemory_.chunkListBytes() +
                keyspace_->options.spillEntries * sizeof(SpillEntry);
     }
 
@@ -2182,6 +2206,9 @@ private:
         carry_{nullptr};
     Tick reclaimLag_;  ///< how far before a caller's time an entry must already be fresh
     TableShape shape_;
+    /// Where the segments live. `take` and `takeFilled` under `splitLock_` (or in the
+    /// constructor).
+    SegmentMemory segmentMemory_;
     /// Entry e names the groups of the segment that holds the keys placed at e (`placeKey`);
     /// a segment is named by consecutive entries, as many as its width. Changed only by
     /// `split`, under `splitLock_` and the split segment's insert locks.
