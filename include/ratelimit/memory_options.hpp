@@ -45,7 +45,7 @@ struct MemoryStorageOptions {
     /// Linux, where the kernel offers 2 MiB transparent huge pages: a table that can fill a
     /// 2 MiB chunk with segments cuts them from 2 MiB chunks and, as each chunk fills, asks the
     /// kernel to back it with a huge page (`MADV_COLLAPSE`), so lookups among many keys miss
-    /// the TLB less often (10^6 keys: 8-14 % faster). Memory still follows the keys (0.6 % more).
+    /// the TLB less often (10^6 keys: 5-14 % faster). Memory still follows the keys (0.6 % more).
     /// The call whose new key fills a chunk waits for the kernel to copy it, a few
     /// milliseconds, as do calls on that chunk's keys meanwhile; off, every segment is
     /// allocated on its own and nothing waits.
