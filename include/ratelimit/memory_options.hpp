@@ -15,6 +15,24 @@ enum class MemoryEvent {
     kSpillEnded,    ///< a new key got an entry of its own again
 };
 
+/// Whether, and when, a memory table's filled 2 MiB chunks become huge pages
+/// (`MemoryStorageOptions::hugePages`; docs/semantics.md, "Huge pages").
+enum class HugePages {
+    /// Every segment allocated on its own; nothing asked of the kernel.
+    kOff,
+    /// The call whose new key fills a chunk asks the kernel to copy it into a huge page then
+    /// (`MADV_COLLAPSE`). Lookups among many keys are faster from that call on. That call waits
+    /// for the kernel to find a huge page (where it must first compact memory, several
+    /// milliseconds) and to copy the chunk; calls on that chunk's keys wait during the copy.
+    kOnCall,
+    /// A filled chunk is only marked for huge pages (`MADV_HUGEPAGE`, microseconds), and the
+    /// kernel's `khugepaged` thread copies it in its own time (by default it scans 16 MiB of the
+    /// whole system's eligible memory every 10 s). No call asks for a copy or waits to find a
+    /// huge page; a call on the chunk's keys while the kernel copies it waits, as under
+    /// `kOnCall`. Lookups speed up as the kernel gets there.
+    kBackground,
+};
+
 /// Counters of a `MemoryStorage`, summed over its tables.
 struct MemoryStats {
     std::size_t trackedKeys = 0;     ///< entries holding a key (fresh ones included until reused)
@@ -24,7 +42,8 @@ struct MemoryStats {
     std::uint64_t sweeps = 0;        ///< calls that swept
     std::uint64_t sweptSlots = 0;    ///< slots those calls examined (≤ kSweepPerCall each)
     std::uint64_t movedKeys = 0;     ///< entries moved to their key's other group for a new key
-    /// Table memory the kernel made huge pages when asked (`MemoryStorageOptions::hugePages`).
+    /// Table memory the kernel made huge pages when asked (`HugePages::kOnCall`); not what its
+    /// `khugepaged` collapses (`HugePages::kBackground`: see the process's `AnonHugePages`).
     std::size_t hugePageBytes = 0;
 };
 
@@ -43,13 +62,11 @@ struct MemoryStorageOptions {
     /// the limiter's name. Must not throw.
     std::function<void(MemoryEvent, std::string_view limiterName)> onEvent{};
     /// Linux, where the kernel offers 2 MiB transparent huge pages: a table that can fill a
-    /// 2 MiB chunk with segments cuts them from 2 MiB chunks and, as each chunk fills, asks the
-    /// kernel to back it with a huge page (`MADV_COLLAPSE`), so lookups among many keys miss
-    /// the TLB less often (10^6 keys: 5-14 % faster). Memory still follows the keys (0.6 % more).
-    /// The call whose new key fills a chunk waits for the kernel to copy it, a few
-    /// milliseconds, as do calls on that chunk's keys meanwhile; off, every segment is
-    /// allocated on its own and nothing waits.
-    bool hugePages = true;
+    /// 2 MiB chunk with segments cuts them from 2 MiB chunks, and each chunk, once filled,
+    /// becomes a huge page, when `HugePages` says; lookups among many keys then miss the TLB
+    /// less often (10^6 keys: 5-14 % faster). Memory still follows the keys (0.6 % more).
+    /// `kOff`, or elsewhere, every segment is allocated on its own.
+    HugePages hugePages = HugePages::kOnCall;
 };
 
 }  // namespace v1

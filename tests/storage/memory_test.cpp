@@ -406,7 +406,7 @@ TEST_CASE("SegmentMemory: segments are cut from aligned chunks, apart, and keep 
     constexpr std::size_t kSegments = 250;
     constexpr std::size_t kPerChunk = 101;                              // 2 MiB ÷ 20,640 bytes
     constexpr std::size_t kSlack = kChunk - kPerChunk * kSegmentBytes;  // 12,512 bytes
-    SegmentMemory memory{kSegmentBytes, 32, kSegments, true};
+    SegmentMemory memory{kSegmentBytes, 32, kSegments, ratelimit::HugePages::kOnCall};
     REQUIRE(memory.chunked());
     CHECK(memory.segmentsPerChunk() == kPerChunk);
     CHECK(memory.maxSlackBytes() == 2 * kSlack);  // 250 segments fill two chunks
@@ -422,10 +422,11 @@ TEST_CASE("SegmentMemory: segments are cut from aligned chunks, apart, and keep 
             CHECK(std::bit_cast<std::uintptr_t>(chunk) % kChunk == 0);
             CHECK(chunk == segments[i + 1 - kPerChunk]);  // the chunk starts with its first
             CHECK(memory.takeFilled() == nullptr);        // once
-            memory.collapse(chunk);
+            memory.makeHuge(chunk);
         }
     }
     CHECK(filledAfter == std::vector<std::size_t>{kPerChunk, 2 * kPerChunk});
+    CHECK(memory.collapseRequests() == 2);
     CHECK(memory.slackBytes() == 2 * kSlack);
     std::vector<unsigned char*> sorted = segments;
     std::sort(sorted.begin(), sorted.end());
@@ -449,6 +450,84 @@ TEST_CASE("SegmentMemory: segments are cut from aligned chunks, apart, and keep 
     // Where the kernel made huge pages (it may not: no free 2 MiB, an old kernel, THP off).
     CHECK(memory.hugePageBytes() % kChunk == 0);
     CHECK(memory.hugePageBytes() <= 2 * kChunk);
+}
+namespace {
+
+/// What the kernel says of the mapping that holds `p` (/proc/self/smaps): its flags (`nh`:
+/// no huge pages, `hg`: huge pages wanted) and the kB of it backed by huge pages.
+struct MappingOf {
+    explicit MappingOf(const void* p) {
+        const auto at = std::bit_cast<std::uintptr_t>(p);
+        std::ifstream smaps("/proc/self/smaps");
+        bool inside = false;
+        for (std::string line; std::getline(smaps, line);) {
+            const std::size_t dash = line.find('-');
+            const std::size_t space = line.find(' ');
+            if (dash != std::string::npos && dash < space && line.find(':') > space) {
+                const auto start = std::stoull(line.substr(0, dash), nullptr, 16);
+                const auto end = std::stoull(line.substr(dash + 1, space - dash - 1), nullptr, 16);
+                inside = start <= at && at < end;
+            } else if (inside && line.starts_with("AnonHugePages:")) {
+                anonHugeKb = std::stoull(line.substr(line.find(':') + 1));
+            } else if (inside && line.starts_with("VmFlags:")) {
+                flags = line.substr(line.find(':') + 1) + " ";
+                found = true;
+            }
+        }
+    }
+    [[nodiscard]] bool hasFlag(std::string_view flag) const {
+        return flags.find(" " + std::string(flag) + " ") != std::string::npos;
+    }
+    bool found = false;
+    std::string flags;
+    std::uint64_t anonHugeKb = 0;
+};
+
+}  // namespace
+
+TEST_CASE("SegmentMemory: a filled chunk is marked for huge pages, and copied into one on call",
+          "[memory_storage][memory]") {
+    // kOnCall asks the kernel to collapse a chunk as it fills; kBackground only marks it for
+    // the kernel's khugepaged. Either way the chunk stays on small pages while it fills.
+    if (!ratelimit::detail::hugePagesOffered()) {
+        SUCCEED("the kernel offers no 2 MiB transparent huge pages here");
+        return;
+    }
+    using ratelimit::HugePages;
+    using ratelimit::detail::SegmentMemory;
+    constexpr std::size_t kSegmentBytes = std::size_t{43} * 480;
+    constexpr std::size_t kPerChunk = 101;
+    for (const HugePages mode : {HugePages::kOnCall, HugePages::kBackground}) {
+        const bool onCall = mode == HugePages::kOnCall;
+        CAPTURE(onCall);
+        SegmentMemory memory{kSegmentBytes, 32, 250, mode};
+        void* const first = memory.take();
+        std::memset(first, 1, kSegmentBytes);
+        const MappingOf filling(first);
+        REQUIRE(filling.found);
+        CAPTURE(filling.flags);
+        CHECK(filling.hasFlag("nh"));
+        CHECK_FALSE(filling.hasFlag("hg"));
+        for (std::size_t i = 1; i < kPerChunk; ++i) {
+            std::memset(memory.take(), 1, kSegmentBytes);
+        }
+        void* const filled = memory.takeFilled();
+        REQUIRE(filled == first);
+        memory.makeHuge(filled);
+        const MappingOf made(first);
+        CAPTURE(made.flags, made.anonHugeKb, memory.hugePageBytes());
+        CHECK(made.hasFlag("hg"));
+        CHECK_FALSE(made.hasFlag("nh"));
+        CHECK(memory.collapseRequests() == (onCall ? 1U : 0U));  // whatever the kernel did
+        if (onCall) {
+            // Collapsed where the kernel found a free 2 MiB, and counted exactly then.
+            CHECK((memory.hugePageBytes() == SegmentMemory::kChunkBytes) ==
+                  (made.anonHugeKb >= 2048));
+            CHECK((memory.hugePageBytes() == 0) == (made.anonHugeKb == 0));
+        } else {
+            CHECK(memory.hugePageBytes() == 0);
+        }
+    }
 }
 #endif
 
@@ -475,15 +554,16 @@ TEST_CASE("SegmentMemory: segments one by one where a table cannot fill a chunk,
         }
     };
     SECTION("chunks not asked for (hugePages off, or none offered)") {
-        SegmentMemory memory{kSegmentBytes, 32, 250, false};
+        SegmentMemory memory{kSegmentBytes, 32, 250, ratelimit::HugePages::kOff};
         checkOneByOne(memory, 250);
     }
     SECTION("fewer segments than a chunk holds (a 2 MiB chunk would cost a small table 2 MiB)") {
-        SegmentMemory memory{kSegmentBytes, 32, 100, true};
+        SegmentMemory memory{kSegmentBytes, 32, 100, ratelimit::HugePages::kOnCall};
         checkOneByOne(memory, 100);
     }
     SECTION("segments too large for 16 in a chunk") {
-        SegmentMemory memory{SegmentMemory::kChunkBytes / 15, 32, 64, true};
+        SegmentMemory memory{SegmentMemory::kChunkBytes / 15, 32, 64,
+                             ratelimit::HugePages::kBackground};
         CHECK_FALSE(memory.chunked());
     }
 }
@@ -491,8 +571,9 @@ TEST_CASE("SegmentMemory: segments one by one where a table cannot fill a chunk,
 TEST_CASE("MemoryStorage: huge pages are counted, and off, none are asked for",
           "[memory_storage][memory]") {
     // 10^5 token-bucket keys fill two chunks at the default maxKeys.
+    using ratelimit::HugePages;
     ManualClock clock;
-    const auto fill = [&clock](bool hugePages) {
+    const auto fill = [&clock](HugePages hugePages) {
         MemoryStorage storage{{.seed = 3, .hugePages = hugePages}};
         MemoryLimiter<ratelimit::TokenBucketModel> limiter{Limit::perMinute(10), storage, clock};
         for (std::size_t i = 0; i < 100'000; ++i) {
@@ -500,11 +581,18 @@ TEST_CASE("MemoryStorage: huge pages are counted, and off, none are asked for",
         }
         return storage.stats();
     };
-    const ratelimit::MemoryStats on = fill(true);
-    const ratelimit::MemoryStats off = fill(false);
-    CAPTURE(on.allocatedBytes, off.allocatedBytes, on.hugePageBytes);
+    const ratelimit::MemoryStats on = fill(HugePages::kOnCall);
+    const ratelimit::MemoryStats background = fill(HugePages::kBackground);
+    const ratelimit::MemoryStats off = fill(HugePages::kOff);
+    CAPTURE(on.allocatedBytes, off.allocatedBytes, on.hugePageBytes, background.allocatedBytes,
+            background.byteBound);
     CHECK(off.hugePageBytes == 0);
+    CHECK(background.hugePageBytes == 0);  // the kernel's khugepaged collapses them, if it does
     CHECK(on.trackedKeys == off.trackedKeys);
+    CHECK(background.trackedKeys == off.trackedKeys);
+    // The same chunks either way: only when they become huge pages differs.
+    CHECK(background.allocatedBytes == on.allocatedBytes);
+    CHECK(background.byteBound == on.byteBound);
     if (ratelimit::detail::hugePagesOffered()) {
         // The same keys and seed make the same segments, cut from chunks: each filled chunk's
         // end past its last segment counts (12,512 bytes), and the list of chunks (21 × 8).
@@ -2025,9 +2113,16 @@ TEST_CASE("MemoryStorage: options out of range throw naming the field",
 
     CHECK_THROWS_WITH(make({.maxKeys = 0})(), Contains("maxKeys") && Contains("got 0"));
     CHECK_THROWS_WITH(make({.spillEntries = 0})(), Contains("spillEntries") && Contains("got 0"));
+    // An enum value none of its names has (a cast, or memory written over).
+    CHECK_THROWS_WITH(make({.hugePages = static_cast<ratelimit::HugePages>(7)})(),
+                      Contains("hugePages") && Contains("got 7"));
 
     CHECK_NOTHROW(make({.maxKeys = 1, .spillEntries = 1})());
     CHECK_NOTHROW(make({.spillEntries = 65536})());
+    for (const auto mode : {ratelimit::HugePages::kOff, ratelimit::HugePages::kOnCall,
+                            ratelimit::HugePages::kBackground}) {
+        CHECK_NOTHROW(make({.hugePages = mode})());
+    }
 }
 
 TEMPLATE_TEST_CASE("MemoryStorage: reset makes a key fresh", "[memory_storage][memory]",

@@ -168,6 +168,12 @@ inline const MemoryStorageOptions& checkedMemoryOptions(const MemoryStorageOptio
         throwInvalidArgument("MemoryStorage::Options.spillEntries must be in 1..65536 (got {})",
                              {options.spillEntries});
     }
+    if (options.hugePages != HugePages::kOff && options.hugePages != HugePages::kOnCall &&
+        options.hugePages != HugePages::kBackground) {
+        throwInvalidArgument(
+            "MemoryStorage::Options.hugePages must be kOff, kOnCall or kBackground (got {})",
+            {static_cast<int>(options.hugePages)});
+    }
     return options;
 }
 
@@ -513,7 +519,9 @@ public:
           reclaimLag_(satAdd(quota.lateTolerance, quota.keyTimeSpread)),
           shape_(tableShape(keyspace_->options.maxKeys)),
           segmentMemory_(segmentBytes(), alignof(Group), shape_.maxSegments(),
-                         keyspace_->options.hugePages && hugePagesOffered()),
+                         keyspace_->options.hugePages != HugePages::kOff && hugePagesOffered()
+                             ? keyspace_->options.hugePages
+                             : HugePages::kOff),
           directory_(shape_.maxSegments()),
           widths_(shape_.maxSegments()),
           segments_(shape_.maxSegments()),
@@ -1989,7 +1997,7 @@ private:
     RATELIMIT_COLD bool grow(Group* segment, const KeyPlacement& k, std::size_t seenWidth) {
         void* filled = nullptr;
         const bool grew = splitFull(segment, k, seenWidth, filled);
-        segmentMemory_.collapse(filled);  // outside the split lock: it copies 2 MiB
+        segmentMemory_.makeHuge(filled);  // outside the split lock: it may copy 2 MiB
         return grew;
     }
 

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <new>
 
+#include <ratelimit/memory_options.hpp>
+
 #if defined(__linux__)
 #    include <fcntl.h>
 #    include <sys/mman.h>
@@ -58,13 +60,13 @@ inline bool hugePagesOffered() noexcept {
 
 /// The memory of a memory table's segments (docs/semantics.md, "Huge pages").
 ///
-/// Asked to (`chunks`: `MemoryStorageOptions::hugePages` and `hugePagesOffered`), a table that
+/// Asked to (`MemoryStorageOptions::hugePages` not `kOff`, and `hugePagesOffered`), a table that
 /// can fill a 2 MiB chunk with 16 or more segments cuts its segments, one after another, from
 /// chunks of 2 MiB aligned to 2 MiB, mapped from the kernel. A chunk starts on small pages, so
 /// memory follows the keys. Once a chunk's last segment is made, the table asks the kernel to
-/// back it with one huge page (`collapse`): a lookup among many keys then misses the TLB less
-/// often (bench/README.md, "Huge pages for filled chunks"). Otherwise each segment is allocated
-/// on its own, and freed by `give`.
+/// back it with one huge page (`makeHuge`), then or in the kernel's own time: a lookup among
+/// many keys then misses the TLB less often (bench/README.md, "Huge pages for filled chunks").
+/// Otherwise each segment is allocated on its own, and freed by `give`.
 ///
 /// Thread safety: `take` and `takeFilled` under the table's split lock (or in its constructor);
 /// the rest anywhere.
@@ -77,13 +79,15 @@ public:
     static constexpr std::size_t kMinSegmentsPerChunk = 16;
 
     /// Memory for at most `maxSegments` segments of `segmentBytes` each, aligned to `alignment`
-    /// (a power of two, at most 64), cut from chunks if `chunks` and the sizes allow.
+    /// (a power of two, at most 64), cut from chunks made huge pages as `hugePages` says, if
+    /// not `kOff` and the sizes allow.
     SegmentMemory(std::size_t segmentBytes, std::size_t alignment, std::size_t maxSegments,
-                  bool chunks)
+                  HugePages hugePages)
         : segmentBytes_(roundUp(segmentBytes, alignment)),
           alignment_(alignment),
           maxSegments_(maxSegments),
-          perChunk_(segmentsPerChunk(segmentBytes_, maxSegments, chunks)),
+          hugePages_(hugePages),
+          perChunk_(segmentsPerChunk(segmentBytes_, maxSegments, hugePages != HugePages::kOff)),
           chunkCapacity_(perChunk_ == 0 ? 0 : (maxSegments + perChunk_ - 1) / perChunk_),
           chunks_(chunkCapacity_ == 0 ? nullptr : new void* [chunkCapacity_] {}) {}  // NOLINT
 
@@ -129,7 +133,7 @@ public:
     }
 
     /// The chunk whose last segment the latest `take` cut, once: null if none. Its segments
-    /// are made by then, so the caller may `collapse` it (outside its locks: that copies the
+    /// are made by then, so the caller may `makeHuge` it (outside its locks: that may copy the
     /// chunk, in milliseconds).
     [[nodiscard]] void* takeFilled() noexcept {
         void* const chunk = filled_;
@@ -137,16 +141,21 @@ public:
         return chunk;
     }
 
-    /// Asks the kernel to back `chunk` (from `takeFilled`; null does nothing) with a huge page
-    /// now, copying it (`MADV_COLLAPSE`, Linux 6.1). Calls on its keys meanwhile wait in the
-    /// kernel; none is lost. Where the kernel cannot, the chunk stays on small pages, marked
-    /// for `khugepaged` to collapse later.
-    void collapse(void* chunk) noexcept {
+    /// Marks `chunk` (from `takeFilled`; null does nothing) for a huge page, which the
+    /// kernel's `khugepaged` makes in its own time, and where `HugePages::kOnCall`, asks the
+    /// kernel to make it now, copying the chunk (`MADV_COLLAPSE`, Linux 6.1): calls on its keys
+    /// meanwhile wait in the kernel; none is lost. Where the kernel cannot, the chunk stays on
+    /// small pages, still marked.
+    void makeHuge(void* chunk) noexcept {
 #if defined(__linux__)
         if (chunk == nullptr) {
             return;
         }
         (void)::madvise(chunk, kChunkBytes, MADV_HUGEPAGE);  // clears MADV_NOHUGEPAGE
+        if (hugePages_ != HugePages::kOnCall) {
+            return;
+        }
+        collapseRequests_.fetch_add(1, std::memory_order_relaxed);
         if (::madvise(chunk, kChunkBytes, kMadvCollapse) == 0) {
             hugePageBytes_.fetch_add(kChunkBytes, std::memory_order_relaxed);
         }
@@ -155,10 +164,15 @@ public:
 #endif
     }
 
-    /// Bytes of chunks the kernel backs with huge pages at this table's request (not those
+    /// Bytes of chunks the kernel made huge pages when `makeHuge` asked it to (not those
     /// `khugepaged` collapses later, nor a huge page the kernel splits under memory pressure).
     [[nodiscard]] std::size_t hugePageBytes() const noexcept {
         return hugePageBytes_.load(std::memory_order_relaxed);
+    }
+
+    /// Chunks `makeHuge` asked the kernel to make huge pages now, whether it could or not.
+    [[nodiscard]] std::size_t collapseRequests() const noexcept {
+        return collapseRequests_.load(std::memory_order_relaxed);
     }
 
     /// Whether segments are cut from chunks.
@@ -231,6 +245,7 @@ private:
     std::size_t segmentBytes_;
     std::size_t alignment_;
     std::size_t maxSegments_;
+    HugePages hugePages_;
     std::size_t perChunk_;
     std::size_t chunkCapacity_;
     void** chunks_;
@@ -239,6 +254,7 @@ private:
     void* filled_ = nullptr;
     std::atomic<std::size_t> filledChunks_{0};
     std::atomic<std::size_t> hugePageBytes_{0};
+    std::atomic<std::size_t> collapseRequests_{0};
 };
 
 }  // namespace detail
