@@ -24,11 +24,25 @@
 //   ratelimit_bench_memory [--quick] [--json=<path>]
 //     --quick   10^4 keys only (a smoke test, not a measurement), and no peaks
 //     --json    both tables as {"rows": [...], "peaks": [...]} (bench/report.py reads it)
+//
+//   ratelimit_bench_memory --huge-pages=<off|on-call|background> [--wait=<seconds>]
+//     instead: one token-bucket table on the real clock, in that `HugePages` mode, grown to
+//     maxKeys (10^6) keys, one call each, every call timed: how many took over 100 µs and over
+//     1 ms, and the slowest (under on-call, a call that fills a chunk waits for its copy).
+//     Then the median time per call of 5 rounds of the keys in turn (keys made beforehand),
+//     and under background again once the kernel's khugepaged has made huge pages of at least
+//     as many bytes as the table's filled chunks (the process's AnonHugePages, read every
+//     second for at most <seconds>, 120 by default, less what the process had before). One
+//     mode per process, so that modes compare on a fresh heap; bench/README.md runs them in
+//     turn. Prints one Markdown row: mode | calls over 100 µs | over 1 ms | slowest | ns/call
+//     after the fill | the table's huge pages then | ns/call once khugepaged made them.
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <malloc.h>
@@ -186,10 +200,93 @@ Row measureNaiveMap(std::size_t keys, bool reuse) {
     return row;
 }
 
+/// Bytes of this process's memory the kernel backs with transparent huge pages.
+std::int64_t anonHugePageBytes() {
+    std::ifstream rollup("/proc/self/smaps_rollup");
+    for (std::string line; std::getline(rollup, line);) {
+        if (line.rfind("AnonHugePages:", 0) == 0) {
+            return std::stoll(line.substr(line.find(':') + 1)) * 1024;
+        }
+    }
+    return 0;
+}
+
+/// `--huge-pages`: the waits of a table growing to `maxKeys` keys in one `HugePages` mode,
+/// then its time per call among them.
+void hugePageWaits(ratelimit::HugePages mode, std::size_t maxKeys, int waitSeconds) {
+    using Clock = std::chrono::steady_clock;
+    const std::int64_t hugeBefore = anonHugePageBytes();  // the process's own, not the table's
+    const auto tableHuge = [hugeBefore] { return anonHugePageBytes() - hugeBefore; };
+    ratelimit::MemoryStorage::Options options;
+    options.maxKeys = maxKeys;
+    options.hugePages = mode;
+    ratelimit::MemoryStorage storage(options);
+    ratelimit::Limiter<ratelimit::TokenBucketModel, ratelimit::MemoryStorage> limiter(
+        ratelimit::Limit::perMinute(100), storage);
+    std::vector<std::string> keys;
+    keys.reserve(maxKeys);
+    KeyMaker key;
+    for (std::size_t i = 0; i < maxKeys; ++i) {
+        keys.emplace_back(key(0, i));
+    }
+    std::size_t over100us = 0;
+    std::size_t over1ms = 0;
+    double slowestUs = 0;
+    for (const std::string& k : keys) {
+        const Clock::time_point start = Clock::now();
+        (void)limiter.tryAcquire(k);
+        const double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+        over100us += us > 100 ? 1U : 0U;
+        over1ms += us > 1000 ? 1U : 0U;
+        slowestUs = std::max(slowestUs, us);
+    }
+    const auto nsPerCall = [&] {  // the median of 5 rounds
+        std::vector<double> rounds;
+        for (int round = 0; round < 5; ++round) {
+            const Clock::time_point start = Clock::now();
+            for (const std::string& k : keys) {
+                (void)limiter.tryAcquire(k);
+            }
+            rounds.push_back(
+                std::chrono::duration<double, std::nano>(Clock::now() - start).count() /
+                static_cast<double>(maxKeys));
+        }
+        std::sort(rounds.begin(), rounds.end());
+        return rounds[rounds.size() / 2];
+    };
+    const double nsAfterFill = nsPerCall();
+    const auto mib = [](std::int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
+    std::printf("| %s | %zu | %zu | %.0f µs | %.1f ns | %.1f MiB |",
+                mode == ratelimit::HugePages::kOff      ? "kOff"
+                : mode == ratelimit::HugePages::kOnCall ? "kOnCall"
+                                                        : "kBackground",
+                over100us, over1ms, slowestUs, nsAfterFill, mib(tableHuge()));
+    std::fflush(stdout);  // the wait below may be long
+    // The filled chunks' bytes: the table's bytes in whole 2 MiB. At 10^6 keys the part of a
+    // chunk being filled and the table's other bytes come to less than a chunk (about 0.2);
+    // elsewhere the wait may run to its end, which the row then shows.
+    constexpr std::int64_t kChunk = std::int64_t{2} << 20;
+    const std::int64_t filled =
+        static_cast<std::int64_t>(storage.stats().allocatedBytes) / kChunk * kChunk;
+    if (mode != ratelimit::HugePages::kBackground) {
+        std::printf(" — |\n");
+        return;
+    }
+    const Clock::time_point waitStart = Clock::now();
+    for (int waited = 0; tableHuge() < filled && waited < waitSeconds; ++waited) {
+        ::sleep(1);  // the kernel's thread, not this one, does the work
+    }
+    const double seconds = std::chrono::duration<double>(Clock::now() - waitStart).count();
+    std::printf(" %.1f ns after %.0f s (%.1f MiB) |\n", nsPerCall(), seconds, mib(tableHuge()));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     bool quick = false;
+    std::string hugePages;  // "": the tables of bytes per key
+    int waitSeconds = 120;
+    bool unknown = false;
     std::string jsonPath;
     for (int a = 1; a < argc; ++a) {
         const std::string_view arg = argv[a];
@@ -197,12 +294,30 @@ int main(int argc, char** argv) {
             quick = true;
         } else if (arg.substr(0, 7) == "--json=") {
             jsonPath = std::string(arg.substr(7));
+        } else if (arg.substr(0, 13) == "--huge-pages=") {
+            hugePages = std::string(arg.substr(13));
+        } else if (arg.substr(0, 7) == "--wait=") {
+            waitSeconds = std::atoi(std::string(arg.substr(7)).c_str());
         } else {
-            std::fprintf(stderr, "usage: %s [--quick] [--json=<path>]\n", argv[0]);
-            return 2;
+            unknown = true;
         }
     }
+    if (unknown || (!hugePages.empty() && hugePages != "off" && hugePages != "on-call" &&
+                    hugePages != "background")) {
+        std::fprintf(stderr,
+                     "usage: %s [--quick] [--json=<path>]\n"
+                     "       %s --huge-pages=<off|on-call|background> [--wait=<seconds>]\n",
+                     argv[0], argv[0]);
+        return 2;
+    }
     const std::size_t maxKeys = ratelimit::MemoryStorage::Options{}.maxKeys;
+    if (!hugePages.empty()) {
+        hugePageWaits(hugePages == "off"       ? ratelimit::HugePages::kOff
+                      : hugePages == "on-call" ? ratelimit::HugePages::kOnCall
+                                               : ratelimit::HugePages::kBackground,
+                      maxKeys, waitSeconds);
+        return 0;
+    }
     const std::vector<std::size_t> counts =
         quick ? std::vector<std::size_t>{10'000}
               : std::vector<std::size_t>{10'000, 100'000, 1'000'000};
