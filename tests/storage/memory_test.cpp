@@ -1269,6 +1269,69 @@ TEMPLATE_TEST_CASE("MemoryStorage: through splits and reuse, every key's decisio
     CHECK(table.directoryIsWhole());
 }
 
+TEMPLATE_TEST_CASE("MemoryStorage: a table past the cache's size steps keys as a small one does",
+                   "[memory_storage][memory]", RATELIMIT_TEST_MODELS) {
+    // A table whose segments outgrow kCachedTableBytes starts fetching a key's slots before it
+    // reads the clock (`MemoryTable::step`). The same random calls on 64 keys, in a table of
+    // those keys alone and in one that other keys made large, must read the clock once each
+    // and answer alike, as the model's own step does.
+    using Model = TestType;
+    using Table = ratelimit::detail::MemoryTable<Model>;
+    const MemoryStorage::Options options{.maxKeys = 200'000, .seed = 5};
+    const auto quota = ratelimit::Quota::make<Model>(Limit::perSecond(20).withBurst(30), 1, 64);
+    const auto makeTable = [&](const char* name) {
+        return ratelimit::detail::Ref<Table>::make(
+            ratelimit::detail::Ref<ratelimit::detail::MemoryKeyspace>::make(
+                options, ratelimit::detail::hashSeeds(options.seed)),
+            name, quota);
+    };
+    const ratelimit::detail::Ref<Table> small = makeTable("small");
+    const ratelimit::detail::Ref<Table> large = makeTable("large");
+    ratelimit::Tick now = 1'000'000'000;
+    std::uint64_t reads = 0;
+    const auto clock = [&] {
+        ++reads;
+        return now;
+    };
+    std::size_t filler = 0;
+    while (!large->outgrowsCache() && filler < options.maxKeys / 2) {
+        (void)large->step(numberedKey(100 + filler++, false), ratelimit::detail::TickSource(clock),
+                          1, ratelimit::StepMode::kConsume);
+    }
+    CAPTURE(filler);
+    REQUIRE(large->outgrowsCache());
+    REQUIRE_FALSE(small->outgrowsCache());
+
+    ratelimit_test::Rng rng(41);
+    std::unordered_map<std::string, typename Model::State> states;
+    int mismatches = 0;
+    for (int call = 0; call < 20'000; ++call) {
+        now += ratelimit_test::logUniform(rng, 1, 100'000'000);
+        const std::string key = numberedKey(
+            static_cast<std::size_t>(ratelimit_test::uniform(rng, 0, 63)), call % 5 == 0);
+        const std::int64_t cost = ratelimit_test::uniform(rng, 0, 4);
+        const auto mode = ratelimit_test::uniform(rng, 0, 9) == 0 ? ratelimit::StepMode::kPeek
+                                                                  : ratelimit::StepMode::kConsume;
+        reads = 0;
+        const ratelimit::Decision fromSmall =
+            small->step(key, ratelimit::detail::TickSource(clock), cost, mode);
+        const std::uint64_t smallReads = std::exchange(reads, 0);
+        const ratelimit::Decision fromLarge =
+            large->step(key, ratelimit::detail::TickSource(clock), cost, mode);
+        typename Model::State& state = states[key];
+        typename Model::State copy = state;
+        const ratelimit::Decision want = ratelimit::detail::applyStep<Model>(
+            mode == ratelimit::StepMode::kPeek ? copy : state, quota, now, cost);
+        if (!(fromSmall == want && fromLarge == want && smallReads == 1 && reads == 1) &&
+            mismatches++ == 0) {
+            CAPTURE(call, key, cost, smallReads, reads);
+            CHECK(fromSmall == want);
+            CHECK(fromLarge == want);
+        }
+    }
+    CHECK(mismatches == 0);
+}
+
 // ---------------------------------------------------------------------------------------------
 // At the bound: spilling
 

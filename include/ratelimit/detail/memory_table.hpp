@@ -337,6 +337,11 @@ inline constexpr unsigned kMaxDirectoryBits = 14;
 static_assert((std::size_t{1} << kMaxDirectoryBits) <= UINT16_MAX,
               "a directory entry's width takes 16 bits");
 
+/// A table's segments up to this size are taken to stay in a core's cache (a core's L2 is
+/// 1-2 MiB on current x86 servers): its steps read the clock before the key's lookup, and a
+/// larger table's fetch the key's slots first (`MemoryTable::step`).
+inline constexpr std::size_t kCachedTableBytes = std::size_t{1} << 20U;
+
 /// Slots examined by one inserting call, at most: half a group.
 inline constexpr std::size_t kSweepPerCall = 7;
 
@@ -525,6 +530,7 @@ public:
           directory_(shape_.maxSegments()),
           widths_(shape_.maxSegments()),
           segments_(shape_.maxSegments()),
+          cachedSegments_(kCachedTableBytes / segmentBytes()),
           spill_(keyspace_->options.spillEntries),
           swaps_(kPairs && hasWordPairCas() && fitsMarkedWords(quota)),
           mayHoldWhole_(holdsWhole(quota)),
@@ -563,25 +569,16 @@ public:
     /// first read of `now` is the limiter's clock itself, not a call through `TickSource`.
     RATELIMIT_INLINE Decision step(std::string_view key, TickSource now, std::int64_t cost,
                                    StepMode mode, EachOf<M>* each = nullptr) {
-        // First, before the key is hashed: the clock's read waits for the instructions before
-        // it to finish (the vDSO's `lfence; rdtsc`), so the lookup runs after it, beside its
-        // wait. Among many keys the slots' fetches then start after the read rather than beside
-        // it: a trade measured in bench/README.md, "the clock and the fetches".
-        const Tick read = now();
-        const Lookup k = lookupKey(key);
-        // The epoch after the clock (see `LimitEpochs`).
-        Tick since = 0;
-        const Epoch& epoch = epochs_.current(since);
-        probe_.epochRead();
-        const Request r{now,  read < since ? since : read, cost, mode, Action::kStep, each, &epoch,
-                        since};
-        Group* const segment = segmentOf(k);
-        if constexpr (kPairs) {
-            if (swaps_) {
-                return stepSwapping(segment, k, r);
-            }
+        // The clock's read waits for the instructions before it to finish (the vDSO's
+        // `lfence; rdtsc`). In a table that fits a core's cache it goes first, so the lookup
+        // runs beside its wait; in a larger one the key's slots are likely cache misses, so
+        // their fetches start first, out of line, and overlap the read (bench/README.md, "the
+        // clock and the fetches"). Either way the time is read before the key's lock or words.
+        if (outgrowsCache()) [[unlikely]] {
+            return stepFetchingFirst(key, now, cost, mode, each);
         }
-        return stepLocked(segment, k, r);
+        const Tick read = now();
+        return stepLooked(lookupKey(key), read, now, cost, mode, each);
     }
 
     void reset(std::string_view key) {
@@ -674,6 +671,12 @@ public:
             }
         }
         return atHome;
+    }
+
+    /// Whether the table's segments have outgrown `kCachedTableBytes`, so that a step fetches
+    /// its key's slots before it reads the clock (`step`). Tables do not shrink. Public for tests.
+    [[nodiscard]] bool outgrowsCache() const noexcept {
+        return segmentCount_.load(std::memory_order_relaxed) > cachedSegments_;
     }
 
     /// Whether the directory is as splits must leave it: entry by entry, runs of consecutive
@@ -887,6 +890,34 @@ private:
                     mode == StepMode::kPenalize);
         }
     };
+
+    /// `step` in a table that outgrew the cache (`outgrowsCache`).
+    RATELIMIT_NOINLINE Decision stepFetchingFirst(std::string_view key, TickSource now,
+                                                  std::int64_t cost, StepMode mode,
+                                                  EachOf<M>* each) {
+        const Lookup k = lookupKey(key);
+        prefetchLookup(segmentOf(k), k);
+        const Tick read = now();
+        return stepLooked(k, read, now, cost, mode, each);
+    }
+
+    /// `step` for the key `k`, the clock read at `read`.
+    RATELIMIT_INLINE Decision stepLooked(const Lookup& k, Tick read, TickSource now,
+                                         std::int64_t cost, StepMode mode, EachOf<M>* each) {
+        // The epoch after the clock (see `LimitEpochs`).
+        Tick since = 0;
+        const Epoch& epoch = epochs_.current(since);
+        probe_.epochRead();
+        const Request r{now,  read < since ? since : read, cost, mode, Action::kStep, each, &epoch,
+                        since};
+        Group* const segment = segmentOf(k);
+        if constexpr (kPairs) {
+            if (swaps_) {
+                return stepSwapping(segment, k, r);
+            }
+        }
+        return stepLocked(segment, k, r);
+    }
 
     /// Steps a key's `state`, under its lock. The epoch was read after the call's clock, so a
     /// step at that time writes before any later change's `since` (`LimitEpochs`); a step that
@@ -2225,6 +2256,8 @@ private:
     HeapArray<std::atomic<std::uint16_t>> widths_;
     HeapArray<Group*> segments_;  ///< in the order they were made
     std::atomic<std::size_t> segmentCount_{0};
+    /// The segments that fit `kCachedTableBytes` (`outgrowsCache`).
+    const std::size_t cachedSegments_;
     SlotLock splitLock_;
     HeapArray<SpillEntry> spill_;
     /// Bucket slots are stepped by compare-and-swap, their words marked (see "Bucket slots").
