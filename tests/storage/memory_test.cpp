@@ -77,6 +77,7 @@ struct SlotLockCount {
     void keyMoving() noexcept {}
     void segmentFull() noexcept {}
     void epochRead() noexcept {}
+    void fetchedFirst() noexcept {}
 };
 
 /// The digests the storage places keys by: the short-key hash up to 16 bytes, SipHash beyond.
@@ -657,6 +658,7 @@ struct TwoFullAtOnce {
         }
     }
     void epochRead() noexcept {}
+    void fetchedFirst() noexcept {}
 };
 
 TEST_CASE("MemoryStorage: two calls that found one segment full together split it once",
@@ -817,6 +819,7 @@ struct SlowMoves {
     }
     void segmentFull() noexcept {}
     void epochRead() noexcept {}
+    void fetchedFirst() noexcept {}
 };
 
 /// A key stepped by two threads as fast as they can while the test's thread makes a move
@@ -1269,67 +1272,161 @@ TEMPLATE_TEST_CASE("MemoryStorage: through splits and reuse, every key's decisio
     CHECK(table.directoryIsWhole());
 }
 
+namespace {
+
+/// Counts the steps that fetched their key's slots before they read the clock, in `steps` (a
+/// `SlotProbePolicy`).
+struct FetchOrder {
+    std::atomic<std::uint64_t> steps{0};
+    void slotLocked(bool /*foreign*/) noexcept {}
+    void keyMoving() noexcept {}
+    void segmentFull() noexcept {}
+    void epochRead() noexcept {}
+    void fetchedFirst() noexcept { steps.fetch_add(1, std::memory_order_relaxed); }
+};
+
+constexpr std::size_t kPastCacheMaxKeys = 200'000;
+
+/// A table of `Model` that counts its fetch-first steps, with room for kPastCacheMaxKeys.
+template <class Model, class Quota>
+ratelimit::detail::Ref<ratelimit::detail::MemoryTable<Model, FetchOrder>> fetchOrderTable(
+    const Quota& quota) {
+    const MemoryStorage::Options options{.maxKeys = kPastCacheMaxKeys, .seed = 5};
+    return ratelimit::detail::Ref<ratelimit::detail::MemoryTable<Model, FetchOrder>>::make(
+        ratelimit::detail::Ref<ratelimit::detail::MemoryKeyspace>::make(
+            options, ratelimit::detail::hashSeeds(options.seed)),
+        std::string("fetch order"), quota);
+}
+
+/// Fills `table` with keys of its own until its segments outgrow kCachedTableBytes; returns
+/// how many it took.
+template <class Table>
+std::size_t fillPastCache(Table& table) {
+    const auto clock = [] { return ratelimit::Tick{1'000'000'000}; };
+    std::size_t filler = 0;
+    while (!table.outgrowsCache() && filler < kPastCacheMaxKeys / 2) {
+        (void)table.step("filler:" + std::to_string(filler++),
+                         ratelimit::detail::TickSource(clock, true), 1,
+                         ratelimit::StepMode::kConsume);
+    }
+    return filler;
+}
+
+}  // namespace
+
 TEMPLATE_TEST_CASE("MemoryStorage: a table past the cache's size steps keys as a small one does",
                    "[memory_storage][memory]", RATELIMIT_TEST_MODELS) {
-    // A table whose segments outgrow kCachedTableBytes starts fetching a key's slots before it
-    // reads the clock (`MemoryTable::step`). The same random calls on 64 keys, in a table of
-    // those keys alone and in one that other keys made large, must read the clock once each
-    // and answer alike, as the model's own step does.
+    // A table whose segments outgrow kCachedTableBytes fetches a key's slots before it reads
+    // a steady clock (`MemoryTable::step`); a smaller one, or one given another time, reads
+    // the time first. The same random calls on kKeys keys, every other one on a steady clock,
+    // in a table of those keys alone and in one that other keys made large, must take their
+    // order, read the clock once each, and answer as the model's own step does. (The clock
+    // only moves forward here, as a steady one does.)
     using Model = TestType;
-    using Table = ratelimit::detail::MemoryTable<Model>;
-    const MemoryStorage::Options options{.maxKeys = 200'000, .seed = 5};
+    constexpr std::size_t kKeys = 64;
+    constexpr int kCalls = 20'000;
     const auto quota = ratelimit::Quota::make<Model>(Limit::perSecond(20).withBurst(30), 1, 64);
-    const auto makeTable = [&](const char* name) {
-        return ratelimit::detail::Ref<Table>::make(
-            ratelimit::detail::Ref<ratelimit::detail::MemoryKeyspace>::make(
-                options, ratelimit::detail::hashSeeds(options.seed)),
-            name, quota);
-    };
-    const ratelimit::detail::Ref<Table> small = makeTable("small");
-    const ratelimit::detail::Ref<Table> large = makeTable("large");
-    ratelimit::Tick now = 1'000'000'000;
+    const auto small = fetchOrderTable<Model>(quota);
+    const auto large = fetchOrderTable<Model>(quota);
+    const std::size_t filler = fillPastCache(*large);
+    CAPTURE(filler);
+    REQUIRE(large->outgrowsCache());
+    REQUIRE_FALSE(small->outgrowsCache());
+    const std::uint64_t fetchedBefore = large->probe().steps.load();
+
+    ratelimit::Tick now = 2'000'000'000;
     std::uint64_t reads = 0;
     const auto clock = [&] {
         ++reads;
         return now;
     };
-    std::size_t filler = 0;
-    while (!large->outgrowsCache() && filler < options.maxKeys / 2) {
-        (void)large->step(numberedKey(100 + filler++, false), ratelimit::detail::TickSource(clock),
-                          1, ratelimit::StepMode::kConsume);
-    }
-    CAPTURE(filler);
-    REQUIRE(large->outgrowsCache());
-    REQUIRE_FALSE(small->outgrowsCache());
-
     ratelimit_test::Rng rng(41);
     std::unordered_map<std::string, typename Model::State> states;
     int mismatches = 0;
-    for (int call = 0; call < 20'000; ++call) {
+    std::string firstMismatch;
+    std::uint64_t steadyCalls = 0;
+    for (int call = 0; call < kCalls; ++call) {
         now += ratelimit_test::logUniform(rng, 1, 100'000'000);
-        const std::string key = numberedKey(
-            static_cast<std::size_t>(ratelimit_test::uniform(rng, 0, 63)), call % 5 == 0);
+        const bool steady = call % 2 == 0;
+        steadyCalls += steady ? 1U : 0U;
+        const std::string key = numberedKey(static_cast<std::size_t>(ratelimit_test::uniform(
+                                                rng, 0, static_cast<std::int64_t>(kKeys) - 1)),
+                                            call % 5 == 0);
         const std::int64_t cost = ratelimit_test::uniform(rng, 0, 4);
         const auto mode = ratelimit_test::uniform(rng, 0, 9) == 0 ? ratelimit::StepMode::kPeek
                                                                   : ratelimit::StepMode::kConsume;
         reads = 0;
         const ratelimit::Decision fromSmall =
-            small->step(key, ratelimit::detail::TickSource(clock), cost, mode);
+            small->step(key, ratelimit::detail::TickSource(clock, steady), cost, mode);
         const std::uint64_t smallReads = std::exchange(reads, 0);
         const ratelimit::Decision fromLarge =
-            large->step(key, ratelimit::detail::TickSource(clock), cost, mode);
+            large->step(key, ratelimit::detail::TickSource(clock, steady), cost, mode);
         typename Model::State& state = states[key];
         typename Model::State copy = state;
         const ratelimit::Decision want = ratelimit::detail::applyStep<Model>(
             mode == ratelimit::StepMode::kPeek ? copy : state, quota, now, cost);
         if (!(fromSmall == want && fromLarge == want && smallReads == 1 && reads == 1) &&
             mismatches++ == 0) {
-            CAPTURE(call, key, cost, smallReads, reads);
-            CHECK(fromSmall == want);
-            CHECK(fromLarge == want);
+            firstMismatch =
+                "call " + std::to_string(call) + " key " + key + " cost " + std::to_string(cost) +
+                ": small " + (fromSmall == want ? "ok" : "wrong") + " after " +
+                std::to_string(smallReads) + " reads, large " +
+                (fromLarge == want ? "ok" : "wrong") + " after " + std::to_string(reads) + " reads";
         }
     }
+    CAPTURE(firstMismatch);
     CHECK(mismatches == 0);
+    CHECK(small->probe().steps.load() == 0);
+    CHECK(large->probe().steps.load() - fetchedBefore == steadyCalls);
+}
+
+TEMPLATE_TEST_CASE(
+    "MemoryStorage: threads on one key of a table past the cache's size admit "
+    "what one thread does",
+    "[memory_storage][memory][concurrency]", RATELIMIT_TEST_MODELS) {
+    // The fetch-first path under contention (`MemoryTable::stepFetchingFirst`): kThreads
+    // threads take 1 at a time from one key at one time, and together are admitted exactly
+    // what one thread is, alone, on a key of a small table.
+    using Model = TestType;
+    constexpr int kThreads = 4;
+    constexpr int kTakes = 200;
+    const auto quota = ratelimit::Quota::make<Model>(Limit::perSecond(20).withBurst(30), 1, 64);
+    const auto small = fetchOrderTable<Model>(quota);
+    const auto large = fetchOrderTable<Model>(quota);
+    (void)fillPastCache(*large);
+    REQUIRE(large->outgrowsCache());
+    const std::uint64_t fetchedBefore = large->probe().steps.load();
+    const auto clock = [] { return ratelimit::Tick{3'000'000'000}; };
+    const auto take = [&](auto& table) {
+        return table
+            .step("contended", ratelimit::detail::TickSource(clock, true), 1,
+                  ratelimit::StepMode::kConsume)
+            .allowed;
+    };
+    int alone = 0;
+    for (int i = 0; i < kThreads * kTakes; ++i) {
+        alone += take(*small) ? 1 : 0;
+    }
+    std::atomic<int> together{0};
+    std::vector<std::thread> threads;
+    threads.reserve(kThreads);
+    for (int t = 0; t < kThreads; ++t) {
+        threads.emplace_back([&] {
+            for (int i = 0; i < kTakes; ++i) {
+                if (take(*large)) {
+                    together.fetch_add(1, std::memory_order_relaxed);
+                }
+            }
+        });
+    }
+    for (std::thread& t : threads) {
+        t.join();
+    }
+    CHECK(alone > 0);
+    CHECK(alone < kThreads * kTakes);
+    CHECK(together.load() == alone);
+    CHECK(large->probe().steps.load() - fetchedBefore ==
+          static_cast<std::uint64_t>(kThreads * kTakes));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2691,6 +2788,7 @@ struct AfterEpochRead {
             std::exchange(*hook, nullptr)();
         }
     }
+    void fetchedFirst() noexcept {}
 };
 
 TEMPLATE_TEST_CASE(

@@ -440,9 +440,10 @@ RATELIMIT_INLINE void placeKey(const Digest128& d, const TableShape& shape,
 /// key's own): what tests count to check that tags filter. Spill entries, shared by design,
 /// are not heard. Hears too each key moved, to its other group or aside within its own, while
 /// it is in both slots; each call that found its key's segment full, before it splits it (where
-/// a test holds calls that found one segment full, so that they split together); and each step
+/// a test holds calls that found one segment full, so that they split together); each step
 /// right after it read its limit's epoch, before it looks for its key (where a test writes the
-/// key and replaces the limit in between, as another thread may).
+/// key and replaces the limit in between, as another thread may); and each step that started
+/// fetching its key's slots before it read the clock (`MemoryTable::stepFetchingFirst`).
 template <class P>
 concept SlotProbePolicy = requires(P& probe, bool foreign) {
     { probe.slotLocked(foreign) }
@@ -453,6 +454,8 @@ concept SlotProbePolicy = requires(P& probe, bool foreign) {
     noexcept->std::same_as<void>;
     { probe.epochRead() }
     noexcept->std::same_as<void>;
+    { probe.fetchedFirst() }
+    noexcept->std::same_as<void>;
 };
 
 /// The probe of every user's table: an empty member whose calls compile to nothing.
@@ -461,6 +464,7 @@ struct NoSlotProbe {
     void keyMoving() noexcept {}
     void segmentFull() noexcept {}
     void epochRead() noexcept {}
+    void fetchedFirst() noexcept {}
 };
 static_assert(SlotProbePolicy<NoSlotProbe>);
 
@@ -566,15 +570,20 @@ public:
     /// key's lock (so the lock is held for the step alone, or, in a bucket table that swaps,
     /// before the key's words). A call that finds a later write steps at that write's time
     /// where the clock is steady, and reads the clock again otherwise (`run`). Inlined, so the
-    /// first read of `now` is the limiter's clock itself, not a call through `TickSource`.
+    /// first read of `now` is the limiter's clock itself, not a call through `TickSource`
+    /// (but in a large table: `stepFetchingFirst`).
     RATELIMIT_INLINE Decision step(std::string_view key, TickSource now, std::int64_t cost,
                                    StepMode mode, EachOf<M>* each = nullptr) {
-        // The clock's read waits for the instructions before it to finish (the vDSO's
-        // `lfence; rdtsc`). In a table that fits a core's cache it goes first, so the lookup
-        // runs beside its wait; in a larger one the key's slots are likely cache misses, so
-        // their fetches start first, out of line, and overlap the read (bench/README.md, "the
-        // clock and the fetches"). Either way the time is read before the key's lock or words.
-        if (outgrowsCache()) [[unlikely]] {
+        // A steady clock the limiter reads itself (the vDSO's `lfence; rdtsc`) waits for the
+        // instructions before it to finish. In a table that fits a core's cache it goes first,
+        // so the lookup runs beside its wait; in a larger one the key's slots are likely cache
+        // misses, so their fetches start first, out of line, and overlap the read
+        // (bench/README.md, "the clock and the fetches"). Other times are read first: a time
+        // the caller gave has no wait to overlap (there the fetches first cost 3-8 %), and
+        // `steady()`, known where `step` is inlined, folds the test away. Either way the time
+        // is read before the key's lock or words. `[[unlikely]]` keeps the small table's path
+        // the straight line, whichever path a table takes more often.
+        if (now.steady() && outgrowsCache()) [[unlikely]] {
             return stepFetchingFirst(key, now, cost, mode, each);
         }
         const Tick read = now();
@@ -891,12 +900,16 @@ private:
         }
     };
 
-    /// `step` in a table that outgrew the cache (`outgrowsCache`).
+    /// `step` on a steady clock in a table that outgrew the cache (`outgrowsCache`), reading the
+    /// clock through `TickSource`: a call beside the cache misses it overlaps. Its key's slots are
+    /// fetched again where they are looked at (`stepUnlocked`, `lockOwnSlot`), which costs a hint
+    /// each.
     RATELIMIT_NOINLINE Decision stepFetchingFirst(std::string_view key, TickSource now,
                                                   std::int64_t cost, StepMode mode,
                                                   EachOf<M>* each) {
         const Lookup k = lookupKey(key);
         prefetchLookup(segmentOf(k), k);
+        probe_.fetchedFirst();
         const Tick read = now();
         return stepLooked(k, read, now, cost, mode, each);
     }
