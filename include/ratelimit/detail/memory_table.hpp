@@ -579,7 +579,7 @@ public:
         // so the lookup runs beside its wait; in a larger one the key's slots are likely cache
         // misses, so their fetches start first, out of line, and overlap the read
         // (bench/README.md, "the clock and the fetches"). Other times are read first: a time
-        // the caller gave has no wait to overlap (there the fetches first cost 3-8 %), and
+        // the caller gave has no wait to overlap (there the fetches first cost up to 8 %), and
         // `steady()`, known where `step` is inlined, folds the test away. Either way the time
         // is read before the key's lock or words. `[[unlikely]]` keeps the small table's path
         // the straight line, whichever path a table takes more often.
