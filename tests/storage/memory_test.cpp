@@ -1320,8 +1320,9 @@ TEMPLATE_TEST_CASE("MemoryStorage: a table past the cache's size steps keys as a
     // a steady clock (`MemoryTable::step`); a smaller one, or one given another time, reads
     // the time first. The same random calls on kKeys keys, every other one on a steady clock,
     // in a table of those keys alone and in one that other keys made large, must take their
-    // order, read the clock once each, and answer as the model's own step does. (The clock
-    // only moves forward here, as a steady one does.)
+    // order (the large table's steady calls fetch before they read the clock), read the clock
+    // once each, and answer as the model's own step does. (The clock only moves forward here,
+    // as a steady one does.)
     using Model = TestType;
     constexpr std::size_t kKeys = 64;
     constexpr int kCalls = 20'000;
@@ -1336,8 +1337,10 @@ TEMPLATE_TEST_CASE("MemoryStorage: a table past the cache's size steps keys as a
 
     ratelimit::Tick now = 2'000'000'000;
     std::uint64_t reads = 0;
+    std::uint64_t fetchedAtRead = 0;  // the large table's fetch-first steps when a clock is read
     const auto clock = [&] {
         ++reads;
+        fetchedAtRead = large->probe().steps.load();
         return now;
     };
     ratelimit_test::Rng rng(41);
@@ -1359,19 +1362,23 @@ TEMPLATE_TEST_CASE("MemoryStorage: a table past the cache's size steps keys as a
         const ratelimit::Decision fromSmall =
             small->step(key, ratelimit::detail::TickSource(clock, steady), cost, mode);
         const std::uint64_t smallReads = std::exchange(reads, 0);
+        const std::uint64_t fetchedBeforeCall = large->probe().steps.load();
         const ratelimit::Decision fromLarge =
             large->step(key, ratelimit::detail::TickSource(clock, steady), cost, mode);
         typename Model::State& state = states[key];
         typename Model::State copy = state;
         const ratelimit::Decision want = ratelimit::detail::applyStep<Model>(
             mode == ratelimit::StepMode::kPeek ? copy : state, quota, now, cost);
-        if (!(fromSmall == want && fromLarge == want && smallReads == 1 && reads == 1) &&
+        // A steady call's fetches were started, and heard, before its clock was read.
+        const bool inOrder = fetchedAtRead == fetchedBeforeCall + (steady ? 1U : 0U);
+        if (!(fromSmall == want && fromLarge == want && smallReads == 1 && reads == 1 && inOrder) &&
             mismatches++ == 0) {
             firstMismatch =
                 "call " + std::to_string(call) + " key " + key + " cost " + std::to_string(cost) +
                 ": small " + (fromSmall == want ? "ok" : "wrong") + " after " +
                 std::to_string(smallReads) + " reads, large " +
-                (fromLarge == want ? "ok" : "wrong") + " after " + std::to_string(reads) + " reads";
+                (fromLarge == want ? "ok" : "wrong") + " after " + std::to_string(reads) +
+                " reads, " + (inOrder ? "in order" : "out of order");
         }
     }
     CAPTURE(firstMismatch);
@@ -1385,12 +1392,14 @@ TEMPLATE_TEST_CASE(
     "what one thread does",
     "[memory_storage][memory][concurrency]", RATELIMIT_TEST_MODELS) {
     // The fetch-first path under contention (`MemoryTable::stepFetchingFirst`): kThreads
-    // threads take 1 at a time from one key at one time, and together are admitted exactly
-    // what one thread is, alone, on a key of a small table.
+    // threads, started together, take 1 at a time from one key at one time, and together are
+    // admitted exactly what one thread is, alone, on a key of a small table: about half of
+    // their takes, so that every thread is refused some and admitted some.
     using Model = TestType;
     constexpr int kThreads = 4;
     constexpr int kTakes = 200;
-    const auto quota = ratelimit::Quota::make<Model>(Limit::perSecond(20).withBurst(30), 1, 64);
+    const auto quota =
+        ratelimit::Quota::make<Model>(Limit::perSecond(kThreads * kTakes / 2), 1, 64);
     const auto small = fetchOrderTable<Model>(quota);
     const auto large = fetchOrderTable<Model>(quota);
     (void)fillPastCache(*large);
@@ -1408,10 +1417,12 @@ TEMPLATE_TEST_CASE(
         alone += take(*small) ? 1 : 0;
     }
     std::atomic<int> together{0};
+    std::barrier start(static_cast<std::ptrdiff_t>(kThreads));
     std::vector<std::thread> threads;
     threads.reserve(kThreads);
     for (int t = 0; t < kThreads; ++t) {
         threads.emplace_back([&] {
+            start.arrive_and_wait();
             for (int i = 0; i < kTakes; ++i) {
                 if (take(*large)) {
                     together.fetch_add(1, std::memory_order_relaxed);

@@ -339,7 +339,7 @@ static_assert((std::size_t{1} << kMaxDirectoryBits) <= UINT16_MAX,
 
 /// A table's segments up to this size are taken to stay in a core's cache (a core's L2 is
 /// 1-2 MiB on current x86 servers): its steps read the clock before the key's lookup, and a
-/// larger table's fetch the key's slots first (`MemoryTable::step`).
+/// larger table's steps on a steady clock fetch the key's slots first (`MemoryTable::step`).
 inline constexpr std::size_t kCachedTableBytes = std::size_t{1} << 20U;
 
 /// Slots examined by one inserting call, at most: half a group.
@@ -570,8 +570,8 @@ public:
     /// key's lock (so the lock is held for the step alone, or, in a bucket table that swaps,
     /// before the key's words). A call that finds a later write steps at that write's time
     /// where the clock is steady, and reads the clock again otherwise (`run`). Inlined, so the
-    /// first read of `now` is the limiter's clock itself, not a call through `TickSource`
-    /// (but in a large table: `stepFetchingFirst`).
+    /// first read of `now` is the limiter's clock itself, not a call through `TickSource` (but
+    /// on a steady clock in a large table: `stepFetchingFirst`).
     RATELIMIT_INLINE Decision step(std::string_view key, TickSource now, std::int64_t cost,
                                    StepMode mode, EachOf<M>* each = nullptr) {
         // A steady clock the limiter reads itself (the vDSO's `lfence; rdtsc`) waits for the
@@ -580,7 +580,9 @@ public:
         // misses, so their fetches start first, out of line, and overlap the read
         // (bench/README.md, "the clock and the fetches"). Other times are read first: a time
         // the caller gave has no wait to overlap (there the fetches first cost up to 8 %), and
-        // `steady()`, known where `step` is inlined, folds the test away. Either way the time
+        // `steady()`, known where `step` is inlined, folds the test away. The test is the
+        // clock's `is_steady`: a system clock, which waits as long, reads first; a cheap clock
+        // that declares itself steady fetches first, at the cost of a call. Either way the time
         // is read before the key's lock or words. `[[unlikely]]` keeps the small table's path
         // the straight line, whichever path a table takes more often.
         if (now.steady() && outgrowsCache()) [[unlikely]] {
@@ -682,8 +684,9 @@ public:
         return atHome;
     }
 
-    /// Whether the table's segments have outgrown `kCachedTableBytes`, so that a step fetches
-    /// its key's slots before it reads the clock (`step`). Tables do not shrink. Public for tests.
+    /// Whether the table's segments have outgrown `kCachedTableBytes`, so that a step on a steady
+    /// clock fetches its key's slots before it reads the clock (`step`). Tables do not shrink.
+    /// Public for tests.
     [[nodiscard]] bool outgrowsCache() const noexcept {
         return segmentCount_.load(std::memory_order_relaxed) > cachedSegments_;
     }

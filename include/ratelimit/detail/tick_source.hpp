@@ -11,7 +11,8 @@ namespace detail {
 class TickSource {
 public:
     /// `steady`: `read` is a steady clock read by the storage itself, so a time another call
-    /// wrote later than this call's own read was read while this call was under way.
+    /// wrote later than this call's own read was read while this call was under way (and, in a
+    /// large memory table, read after the key's slots are fetched: `MemoryTable::step`).
     template <class F>
     explicit TickSource(const F& read, bool steady = false) noexcept
         : object_(&read),
