@@ -37,6 +37,11 @@
 //                                            the same clock read before the lock (as Go's
 //                                            x/time/rate does): a naive keyed limiter
 //
+// `--key_order=shuffled` names the keys of every row in a fixed pseudo-random order (key i is
+// "user:" and the ten digits of the i-th number of a shuffle of 0..K-1), still created, filled
+// and visited in the order i: a table whose hash of consecutive names is consecutive (Java's
+// `String.hashCode`) is then walked out of order, as a seeded hash walks it in either order.
+//
 // Every baseline fills the same `Decision` (allowed, limit, remaining, retryAfter, resetAfter)
 // the library returns, so a ratio compares equal answers. Every decision is sunk with
 // benchmark::DoNotOptimize, and every row checks after its loop that it took the path its
@@ -56,6 +61,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <numeric>
+#include <random>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -153,6 +160,20 @@ BucketParams bucketParams(bool denied) {
 // ---------------------------------------------------------------------------------------------
 // Keys: `n` distinct keys of 15 bytes, built once per size and kept for the whole run.
 
+/// Set by `--key_order=shuffled` before any row runs.
+bool gShuffledNames = false;
+
+/// The numbers the keys are named after, in the order they are visited.
+std::vector<std::size_t> keyNumbers(std::size_t n) {
+    std::vector<std::size_t> numbers(n);
+    std::iota(numbers.begin(), numbers.end(), std::size_t{0});
+    if (gShuffledNames) {
+        std::mt19937_64 random(20261207);  // fixed: every run visits the same order
+        std::shuffle(numbers.begin(), numbers.end(), random);
+    }
+    return numbers;
+}
+
 const std::vector<std::string>& keySet(std::size_t n) {
     static std::mutex mutex;
     static std::map<std::size_t, std::unique_ptr<std::vector<std::string>>> sets;
@@ -162,8 +183,8 @@ const std::vector<std::string>& keySet(std::size_t n) {
         set = std::make_unique<std::vector<std::string>>();
         set->reserve(n);
         char buffer[32];
-        for (std::size_t i = 0; i < n; ++i) {
-            const int length = std::snprintf(buffer, sizeof buffer, "user:%010zu", i);
+        for (const std::size_t number : keyNumbers(n)) {
+            const int length = std::snprintf(buffer, sizeof buffer, "user:%010zu", number);
             set->emplace_back(buffer, static_cast<std::size_t>(length));
         }
     }
@@ -783,6 +804,21 @@ int main(int argc, char** argv) {
 
     benchmark::AddCustomContext("ratelimit_max_keys", "1000000 (MemoryStorage default)");
     benchmark::Initialize(&argc, argv);
+    const auto keyOrder = std::find_if(argv + 1, argv + argc, [](const char* arg) {
+        return std::string_view(arg).starts_with("--key_order=");
+    });
+    if (keyOrder != argv + argc) {
+        const std::string_view order = std::string_view(*keyOrder).substr(12);
+        if (order != "shuffled" && order != "sequential") {
+            std::fprintf(stderr, "--key_order: 'sequential' or 'shuffled', not '%.*s'\n",
+                         static_cast<int>(order.size()), order.data());
+            return 1;
+        }
+        gShuffledNames = order == "shuffled";
+        std::copy(keyOrder + 1, argv + argc, keyOrder);
+        --argc;
+    }
+    benchmark::AddCustomContext("key_order", gShuffledNames ? "shuffled" : "sequential");
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) {
         return 1;
     }

@@ -8,7 +8,8 @@
 #                                    --benchmark_min_time, the same value)
 #
 # Each round runs, in an order rotated every round: ratelimit_bench (the TokenBucket rows
-# and the MutexMap, AtomicGcra and KeyedGcra baselines), ratelimit_redis_bench (TokenBucket
+# and the MutexMap, AtomicGcra and KeyedGcra baselines; then their 10^5-key rows once more with
+# --key_order=shuffled, the case "keys_100k_shuffled"), ratelimit_redis_bench (TokenBucket
 # and the bare hiredis FCALL loop), redis-benchmark on the library's token bucket FCALL (and the
 # server's CPU per check of it and of reference_gcra.lua, from INFO commandstats), Go's
 # x/time/rate, Guava's RateLimiter, and rate-limiter-flexible with ioredis. Redis peers use a
@@ -110,6 +111,11 @@ lib_memory() {
         --benchmark_filter='^BM_(TokenBucket_Memory|Baseline_MutexMap|Baseline_AtomicGcra|Baseline_KeyedGcra)/keys:(1/denied:0/cost:1/real_time/threads:[12]|100000/denied:0/cost:1/real_time/threads:1)$' \
         >"$1/lib_memory.json"
     python3 "$PEERS/compare.py" gbench "$1/lib_memory.json"
+    "$BUILD/ratelimit_bench" --benchmark_min_time="$SECS" --benchmark_format=json \
+        --key_order=shuffled \
+        --benchmark_filter='^BM_(TokenBucket_Memory|Baseline_MutexMap|Baseline_KeyedGcra)/keys:100000/denied:0/cost:1/real_time/threads:1$' \
+        >"$1/lib_memory_shuffled.json"
+    python3 "$PEERS/compare.py" gbench "$1/lib_memory_shuffled.json"
 }
 lib_redis() {
     env RATELIMIT_BENCH_REDIS_CPUS=0 taskset -c 1 "$BUILD/ratelimit_redis_bench" \
