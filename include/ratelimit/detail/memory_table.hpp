@@ -1498,9 +1498,15 @@ private:
                 !k.key.bytes.matches(s.key)) {
                 return false;
             }
+            // The decision goes out once the swap has succeeded. Written to `out` on every
+            // try, its stores came before the locked swap, which waits for them: two threads
+            // on one key then fell into step, their first swaps failing about half the time,
+            // in a quarter of the runs (bench/README.md, "Two threads on one key: runs in
+            // step").
             WordPair next;
-            out = stepWords(seen, r, next, true);
+            const Decision d = stepWords(seen, r, next, true);
             if (compareExchangeWords(s.state, seen, next)) {
+                out = d;
                 probe_.slotLocked(false);
                 return true;
             }
