@@ -37,10 +37,10 @@
 //                                            the same clock read before the lock (as Go's
 //                                            x/time/rate does): a naive keyed limiter
 //
-// `--key_order=shuffled` names the keys of every row in a fixed pseudo-random order (key i is
-// "user:" and the ten digits of the i-th number of a shuffle of 0..K-1), still created, filled
-// and visited in the order i: a table whose hash of consecutive names is consecutive (Java's
-// `String.hashCode`) is then walked out of order, as a seeded hash walks it in either order.
+// `--key_order=shuffled` names the keys of every row in a pseudo-random order (key i is "user:"
+// and the ten digits of the i-th number of a fixed-seed shuffle of 0..K-1), still created,
+// filled and visited in the order i: a hash that keeps consecutive names close (Java's
+// `String.hashCode`) then scatters them, as the library's seeded hash does in either order.
 //
 // Every baseline fills the same `Decision` (allowed, limit, remaining, retryAfter, resetAfter)
 // the library returns, so a ratio compares equal answers. Every decision is sunk with
@@ -168,7 +168,7 @@ std::vector<std::size_t> keyNumbers(std::size_t n) {
     std::vector<std::size_t> numbers(n);
     std::iota(numbers.begin(), numbers.end(), std::size_t{0});
     if (gShuffledNames) {
-        std::mt19937_64 random(20261207);  // fixed: every run visits the same order
+        std::mt19937_64 random(20261207);  // fixed: every run of one build visits one order
         std::shuffle(numbers.begin(), numbers.end(), random);
     }
     return numbers;
@@ -804,18 +804,19 @@ int main(int argc, char** argv) {
 
     benchmark::AddCustomContext("ratelimit_max_keys", "1000000 (MemoryStorage default)");
     benchmark::Initialize(&argc, argv);
-    const auto keyOrder = std::find_if(argv + 1, argv + argc, [](const char* arg) {
-        return std::string_view(arg).starts_with("--key_order=");
+    constexpr std::string_view kKeyOrderFlag = "--key_order=";
+    const auto keyOrder = std::find_if(argv + 1, argv + argc, [&](const char* arg) {
+        return std::string_view(arg).starts_with(kKeyOrderFlag);
     });
     if (keyOrder != argv + argc) {
-        const std::string_view order = std::string_view(*keyOrder).substr(12);
+        const std::string_view order = std::string_view(*keyOrder).substr(kKeyOrderFlag.size());
         if (order != "shuffled" && order != "sequential") {
             std::fprintf(stderr, "--key_order: 'sequential' or 'shuffled', not '%.*s'\n",
                          static_cast<int>(order.size()), order.data());
             return 1;
         }
         gShuffledNames = order == "shuffled";
-        std::copy(keyOrder + 1, argv + argc, keyOrder);
+        std::copy(keyOrder + 1, argv + argc + 1, keyOrder);  // argv[argc], null, with them
         --argc;
     }
     benchmark::AddCustomContext("key_order", gShuffledNames ? "shuffled" : "sequential");

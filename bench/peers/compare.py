@@ -22,7 +22,7 @@ CASES = [
     ("hot_1t", "one hot key, 1 thread", "ns/check"),
     ("hot_2t", "one hot key, 2 threads (aggregate)", "ns/check"),
     ("keys_100k", "100,000 keys round-robin, 1 thread", "ns/check"),
-    ("keys_100k_shuffled", "the same, the keys named in a random order", "ns/check"),
+    ("keys_100k_shuffled", "100,000 keys round-robin, names shuffled, 1 thread", "ns/check"),
     ("idle_bytes_1m", "bytes per idle key at 10^6 keys", "bytes"),
     ("redis_seq", "Redis, sequential (1 in flight)", "µs/check"),
     ("redis_8", "Redis, 8 in flight (aggregate)", "µs/check"),

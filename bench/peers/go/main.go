@@ -7,8 +7,8 @@
 // Prints one line per case, tab-separated: peer, case, value, unit. The limit (10^6/s, burst
 // 10^12) admits every call of a run, as the library's "denied:0" rows; keys are the library's
 // 15-byte "user:%010d"; every key exists before timing. keys_100k_shuffled names the keys
-// after a fixed shuffle of their numbers, created and visited in that order, as the library's
-// --key_order=shuffled does.
+// after a fixed shuffle of their numbers, created and visited in that order, in the way the
+// library's --key_order=shuffled does.
 package main
 
 import (

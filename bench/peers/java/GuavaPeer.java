@@ -8,9 +8,10 @@
 // per second, so a burst of 10^12: Guava's SmoothBursty stores one second of permits) admits
 // every call of a run, as the library's "denied:0" rows; keys are the library's 15-byte
 // "user:%010d"; every key exists before timing. Each case is run once untimed first (JIT).
-// keys_100k_shuffled names the keys after a fixed shuffle of their numbers, created (so laid
-// out) and visited in that order, as the library's --key_order=shuffled does: String.hashCode
-// of consecutive names is consecutive, so keys_100k walks the map's table in order.
+// keys_100k_shuffled names the keys after a fixed shuffle of their numbers, created (so
+// allocated) and visited in that order, in the way the library's --key_order=shuffled does:
+// String.hashCode of consecutive names differs by little, so keys_100k's lookups fall mostly in
+// the same cache lines of the map's table.
 
 import com.google.common.util.concurrent.RateLimiter;
 import java.util.ArrayList;

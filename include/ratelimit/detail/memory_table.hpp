@@ -1498,11 +1498,11 @@ private:
                 !k.key.bytes.matches(s.key)) {
                 return false;
             }
-            // The decision goes out once the swap has succeeded. Written to `out` on every
-            // try, its stores came before the locked swap, which waits for them: two threads
-            // on one key then fell into step, their first swaps failing about half the time,
-            // in a quarter of the runs (bench/README.md, "Two threads on one key: runs in
-            // step").
+            // Kept local until the swap succeeds: written to `out` on every try, more of the
+            // decision was stored before the locked swap, which waits for every earlier store,
+            // and two threads on one key fell into step, their first swaps failing about half
+            // the time, in a quarter of the runs rather than one in ten or fewer
+            // (bench/README.md, "Two threads on one key: runs in step").
             WordPair next;
             const Decision d = stepWords(seen, r, next, true);
             if (compareExchangeWords(s.state, seen, next)) {
