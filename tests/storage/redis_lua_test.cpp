@@ -587,6 +587,30 @@ TEMPLATE_TEST_CASE("Redis Lua: each model's script makes exactly the C++ step's 
     REQUIRE(diff.stalls < diff.steps / 100);
 }
 
+TEST_CASE("Redis requests: RESP byte for byte, numbers at their extremes", "[redis_lua][redis]") {
+    using ratelimit::detail::DecimalText;
+    constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
+    CHECK(DecimalText(0).view() == "0");
+    CHECK(DecimalText(-1).view() == "-1");
+    CHECK(DecimalText(kMin).view() == "-9223372036854775808");
+    CHECK(DecimalText(std::numeric_limits<std::int64_t>::max()).view() == "9223372036854775807");
+    CHECK(DecimalText(std::numeric_limits<std::uint64_t>::max()).view() == "18446744073709551615");
+
+    // A key holding the protocol's own line end, an empty time (the script reads TIME), a
+    // negative cost and the lowest phase: each goes with its length, in ARGV order, after what
+    // the buffer held.
+    const std::array<std::string, 1> keys{std::string("a\r\nb")};
+    const std::array<std::string, 2> quota{"q1", "q2"};
+    const std::array<std::string, 1> trailing{"t"};
+    const ratelimit::detail::ScriptCall call{"", -5, ratelimit::StepMode::kConsume, kMin};
+    std::string request = "+held\r\n";
+    ratelimit::detail::appendScriptRequest(request, "FCALL", "f", keys, call, quota, trailing);
+    CHECK(request ==
+          "+held\r\n*10\r\n$5\r\nFCALL\r\n$1\r\nf\r\n$1\r\n1\r\n$4\r\na\r\nb\r\n"
+          "$0\r\n\r\n$2\r\n-5\r\n$1\r\n1\r\n$20\r\n-9223372036854775808\r\n$2\r\nq1\r\n"
+          "$1\r\nt\r\n");
+}
+
 TEST_CASE("Redis Lua: an FCALL sends the quota's identity alone, read once per identity",
           "[redis_lua][redis]") {
     using ratelimit::detail::kCallArguments;

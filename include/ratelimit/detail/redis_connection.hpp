@@ -4,6 +4,8 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
+#include <concepts>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -58,19 +60,47 @@ struct IoStatus {
     [[nodiscard]] bool ok() const noexcept { return error == StoreError::kNone; }
 };
 
+/// An integer's decimal digits, formatted in place: the lengths and numbers a request carries
+/// need no string of their own, so building one allocates only the request (every check on
+/// Redis builds one).
+class DecimalText {
+public:
+    static constexpr std::size_t kMaxDigits = 20;  ///< a sign and 19 digits, or 20 digits
+
+    /// The digits are written first (they are declared first), then their count kept.
+    template <std::integral T>
+    explicit DecimalText(T v) noexcept : size_(write(digits_, v)) {}
+
+    [[nodiscard]] std::string_view view() const noexcept { return {digits_.data(), size_}; }
+
+private:
+    template <std::integral T>
+    static std::size_t write(std::array<char, kMaxDigits>& digits, T v) noexcept {
+        return static_cast<std::size_t>(
+            std::to_chars(digits.data(), digits.data() + digits.size(), v).ptr - digits.data());
+    }
+
+    std::array<char, kMaxDigits> digits_{};
+    std::size_t size_;
+};
+
 /// Appends the header of a RESP command of `arguments` arguments; `appendArgument` then appends
 /// each. Binary-safe: every argument goes with its length, so keys may hold any byte and never
 /// pass through a format string.
 inline void appendCommandHeader(std::string& out, std::size_t arguments) {
     out.push_back('*');
-    out.append(std::to_string(arguments)).append("\r\n");
+    out.append(DecimalText(arguments).view()).append("\r\n");
 }
 
 inline void appendArgument(std::string& out, std::string_view argument) {
     out.push_back('$');
-    out.append(std::to_string(argument.size())).append("\r\n");
+    out.append(DecimalText(argument.size()).view()).append("\r\n");
     out.append(argument).append("\r\n");
 }
+
+/// The most bytes `appendArgument` adds to an argument's own: `$`, its length's digits, and
+/// two line ends.
+inline constexpr std::size_t kArgumentFraming = 1 + DecimalText::kMaxDigits + 4;
 
 /// Appends one command in RESP.
 inline void appendCommand(std::string& out, std::initializer_list<std::string_view> args) {

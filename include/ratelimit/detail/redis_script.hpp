@@ -833,12 +833,7 @@ inline std::string composeSetScript(std::span<const ScriptModel> members,
 }
 
 /// `v` in decimal.
-inline std::string decimal(std::int64_t v) {
-    constexpr std::size_t kDigits = 24;  // a sign and 19 digits fit
-    std::array<char, kDigits> buffer{};
-    const char* const end = std::to_chars(buffer.data(), buffer.data() + buffer.size(), v).ptr;
-    return {buffer.data(), static_cast<std::size_t>(end - buffer.data())};
-}
+inline std::string decimal(std::int64_t v) { return std::string(DecimalText(v).view()); }
 
 /// One call of a model's script.
 struct ScriptCall {
@@ -859,22 +854,38 @@ inline void appendScriptRequest(std::string& out, std::string_view verb,
     if (verb == "FCALL") {
         quota = quota.first(1);
     }
-    std::array<std::string, kCallArguments.size()> arguments;
+    const DecimalText keyCount(keys.size());
+    const std::array<std::string_view, 3> head{verb, scriptOrSha, keyCount.view()};
+    const DecimalText cost(call.cost);
+    const DecimalText mode(static_cast<std::int64_t>(call.mode));
+    const DecimalText phase(call.phase);
+    std::array<std::string_view, kCallArguments.size()> arguments;
     arguments[callArgument("now")] = call.now;
-    arguments[callArgument("cost")] = decimal(call.cost);
-    arguments[callArgument("consume")] = decimal(static_cast<std::int64_t>(call.mode));
-    arguments[callArgument("phase")] = decimal(call.phase);
-    constexpr std::size_t kHead = 3;  // verb, script, the number of keys
-    appendCommandHeader(out,
-                        kHead + keys.size() + arguments.size() + quota.size() + trailing.size());
-    appendArgument(out, verb);
-    appendArgument(out, scriptOrSha);
-    appendArgument(out, decimal(static_cast<std::int64_t>(keys.size())));
-    for (const auto& part : {keys, std::span<const std::string>(arguments), quota, trailing}) {
-        for (const std::string& a : part) {
-            appendArgument(out, a);
-        }
-    }
+    arguments[callArgument("cost")] = cost.view();
+    arguments[callArgument("consume")] = mode.view();
+    arguments[callArgument("phase")] = phase.view();
+    const auto forEach = [&](auto visit) {
+        const auto each = [&](const auto& part) {
+            for (const std::string_view a : part) {
+                visit(a);
+            }
+        };
+        each(head);
+        each(keys);
+        each(arguments);
+        each(quota);
+        each(trailing);
+    };
+    // Sized first, so the request is allocated once, not grown as it is written.
+    std::size_t count = 0;
+    std::size_t bytes = 1 + DecimalText::kMaxDigits + 2;  // the header
+    forEach([&](std::string_view a) {
+        ++count;
+        bytes += a.size() + kArgumentFraming;
+    });
+    out.reserve(out.size() + bytes);
+    appendCommandHeader(out, count);
+    forEach([&](std::string_view a) { appendArgument(out, a); });
 }
 
 }  // namespace detail

@@ -786,14 +786,13 @@ public:
     /// for a limit set one per member, `<keyPrefix>:<name>:<set>:<i>:<model>:v<N><tag>`, where
     /// `<set>` joins the members' names with `+` and `i` counts from 0. The version keeps a
     /// state written in another encoding from being read; the tag is `hashTag`'s.
+    /// Each key is built in place, one allocation each (this runs on every check).
     [[nodiscard]] std::vector<std::string> redisKeys(std::string_view key) const {
-        std::vector<std::string> keys;
-        keys.reserve(keyPrefixes_.size());
-        const std::string tag = hashTag(key);
-        for (const std::string& prefix : keyPrefixes_) {
-            std::string k;
-            k.reserve(prefix.size() + tag.size());
-            keys.push_back(k.append(prefix).append(tag));
+        std::vector<std::string> keys(keyPrefixes_.size());
+        for (std::size_t i = 0; i < keys.size(); ++i) {
+            keys[i].reserve(keyPrefixes_[i].size() + key.size() + kLongestTagFraming);
+            keys[i].append(keyPrefixes_[i]);
+            appendHashTag(keys[i], key);
         }
         return keys;
     }
@@ -803,14 +802,23 @@ public:
     /// starts with `#`, never a digit) and the tag non-empty (the empty key included), so one
     /// check, all of a set's members included, stays in one Cluster slot.
     [[nodiscard]] std::string hashTag(std::string_view key) const {
+        std::string tag;
+        appendHashTag(tag, key);
+        return tag;
+    }
+
+    /// The most bytes `hashTag` adds to the key's own: a digest's whole tag.
+    static constexpr std::size_t kLongestTagFraming = 2 + 2 * sizeof(detail::Digest128) + 1;
+
+    void appendHashTag(std::string& out, std::string_view key) const {
         const RedisStorageOptions& o = shared_->options;
         if (key.size() > o.maxKeyBytes) {
             const detail::SipHash128 digest(o.keyDigestKey[0], o.keyDigestKey[1]);
-            return "{#" + hexOf(digest(key)) + "}";
+            out.append("{#").append(hexOf(digest(key))).append("}");
+            return;
         }
-        std::string tag = "{" + detail::decimal(static_cast<std::int64_t>(key.size())) + ":";
-        tag.reserve(tag.size() + key.size() + 1);
-        return tag.append(key).append("}");
+        out.append("{").append(detail::DecimalText(key.size()).view()).append(":");
+        out.append(key).append("}");
     }
 
     /// `d` in 32 lowercase hex digits, its high word first.
