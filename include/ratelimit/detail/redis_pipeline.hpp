@@ -86,10 +86,11 @@ public:
                 return std::move(me.reply);
             }
             if (me.state == State::kQueued && lane.writable()) {
-                if (std::chrono::steady_clock::now() >= deadline) {
+                const auto now = std::chrono::steady_clock::now();
+                if (now >= deadline) {
                     break;  // too late to write: a write must not start with an expired deadline
                 }
-                write(lane, &me, deadline, lock);
+                write(lane, &me, deadline, now, lock);
                 continue;
             }
             if (me.state == State::kSent && lane.readable()) {
@@ -199,7 +200,11 @@ private:
     /// Writes the queued requests, `own` first when the writer is a queued caller (null when
     /// it is the reader), within `deadline`. Called with the lock held on a writable lane;
     /// returns with it held, each request written, taken back to be sent once more, or failed.
-    void write(Lane& lane, Request* own, Deadline deadline, std::unique_lock<std::mutex>& lock) {
+    /// `now` is the caller's last read of the clock, just before: a check reads it once for its
+    /// deadline and its idle connection both (each read costs this guest about 0.1 µs right
+    /// after a thread switch; bench/README.md, "Redis: the request in place, fewer clock reads").
+    void write(Lane& lane, Request* own, Deadline deadline,
+               std::chrono::steady_clock::time_point now, std::unique_lock<std::mutex>& lock) {
         lane.writing = true;
         lane.writerAlone = lane.inFlight.empty() && !lane.reading;
         if (own != nullptr) {
@@ -234,7 +239,7 @@ private:
         IoStatus status;
         std::size_t sent = 0;
         const std::string_view ownBytes = own != nullptr ? own->bytes : std::string_view();
-        const bool ok = send(lane, ownBytes, deadline, status, sent);
+        const bool ok = send(lane, ownBytes, deadline, now, status, sent);
         lock.lock();
         lane.writing = false;
         lane.writerAlone = false;
@@ -257,10 +262,10 @@ private:
     /// Writes the batch; when nothing else is in flight, first connects or drops a connection
     /// the server closed while idle, and after a failure that leaves none of the batch sent
     /// and is worth it, sends it once more on a new connection. Lock not held.
-    bool send(Lane& lane, std::string_view own, Deadline deadline, IoStatus& status,
-              std::size_t& sent) {
+    bool send(Lane& lane, std::string_view own, Deadline deadline,
+              std::chrono::steady_clock::time_point now, IoStatus& status, std::size_t& sent) {
         if (lane.writerAlone) {
-            if (lane.conn && lane.conn->stale(std::chrono::steady_clock::now())) {
+            if (lane.conn && lane.conn->stale(now)) {
                 lane.conn.reset();  // closed by the server while idle (a restart): dropped unused
             }
             if (!lane.conn) {
@@ -336,15 +341,16 @@ private:
             }
             lock.lock();
             handOut(lane, me);
-            const bool late = std::chrono::steady_clock::now() >= me.deadline;
+            const auto now = std::chrono::steady_clock::now();
+            const bool late = now >= me.deadline;
             if (!status.ok() && !late) {
                 fail(lane, status);  // a transport error, not this caller's deadline
             }
             if (status.ok() && !late && lane.writable() && !lane.pending.empty()) {
-                write(lane, nullptr, me.deadline, lock);  // what queued while a write ran
+                write(lane, nullptr, me.deadline, now, lock);  // what queued while a write ran
             }
             if (lane.inFlight.empty()) {
-                conn.idleFrom(std::chrono::steady_clock::now());
+                conn.idleFrom(now);
             }
             lock.unlock();
             for (Waker* w : lane.answered) {
