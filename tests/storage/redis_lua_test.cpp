@@ -609,6 +609,15 @@ TEST_CASE("Redis requests: RESP byte for byte, numbers at their extremes", "[red
           "+held\r\n*10\r\n$5\r\nFCALL\r\n$1\r\nf\r\n$1\r\n1\r\n$4\r\na\r\nb\r\n"
           "$0\r\n\r\n$2\r\n-5\r\n$1\r\n1\r\n$20\r\n-9223372036854775808\r\n$2\r\nq1\r\n"
           "$1\r\nt\r\n");
+    // An EVALSHA sends the whole quota, and a set's keys in their order.
+    const std::array<std::string, 2> twoKeys{"k0", "k1"};
+    const ratelimit::detail::ScriptCall now{"1700000000000000", 0, ratelimit::StepMode::kPeek, 0};
+    std::string evalsha;
+    ratelimit::detail::appendScriptRequest(evalsha, "EVALSHA", "abc", twoKeys, now, quota);
+    CHECK(evalsha ==
+          "*11\r\n$7\r\nEVALSHA\r\n$3\r\nabc\r\n$1\r\n2\r\n$2\r\nk0\r\n$2\r\nk1\r\n"
+          "$16\r\n1700000000000000\r\n$1\r\n0\r\n$1\r\n0\r\n$1\r\n0\r\n$2\r\nq1\r\n"
+          "$2\r\nq2\r\n");
 }
 
 TEST_CASE("Redis Lua: an FCALL sends the quota's identity alone, read once per identity",

@@ -65,22 +65,24 @@ struct IoStatus {
 /// Redis builds one).
 class DecimalText {
 public:
-    static constexpr std::size_t kMaxDigits = 20;  ///< a sign and 19 digits, or 20 digits
+    static constexpr std::size_t kMaxChars = 20;  ///< a sign and 19 digits, or 20 digits
 
     /// The digits are written first (they are declared first), then their count kept.
     template <std::integral T>
-    explicit DecimalText(T v) noexcept : size_(write(digits_, v)) {}
+    explicit DecimalText(T v) noexcept : size_(write(digits_, v)) {
+        static_assert(sizeof(T) <= sizeof(std::uint64_t), "kMaxChars holds 64-bit values");
+    }
 
     [[nodiscard]] std::string_view view() const noexcept { return {digits_.data(), size_}; }
 
 private:
     template <std::integral T>
-    static std::size_t write(std::array<char, kMaxDigits>& digits, T v) noexcept {
+    static std::size_t write(std::array<char, kMaxChars>& digits, T v) noexcept {
         return static_cast<std::size_t>(
             std::to_chars(digits.data(), digits.data() + digits.size(), v).ptr - digits.data());
     }
 
-    std::array<char, kMaxDigits> digits_{};
+    std::array<char, kMaxChars> digits_{};
     std::size_t size_;
 };
 
@@ -100,7 +102,7 @@ inline void appendArgument(std::string& out, std::string_view argument) {
 
 /// The most bytes `appendArgument` adds to an argument's own: `$`, its length's digits, and
 /// two line ends.
-inline constexpr std::size_t kArgumentFraming = 1 + DecimalText::kMaxDigits + 4;
+inline constexpr std::size_t kArgumentFraming = 1 + DecimalText::kMaxChars + 4;
 
 /// Appends one command in RESP.
 inline void appendCommand(std::string& out, std::initializer_list<std::string_view> args) {

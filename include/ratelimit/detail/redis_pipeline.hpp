@@ -200,9 +200,10 @@ private:
     /// Writes the queued requests, `own` first when the writer is a queued caller (null when
     /// it is the reader), within `deadline`. Called with the lock held on a writable lane;
     /// returns with it held, each request written, taken back to be sent once more, or failed.
-    /// `now` is the caller's last read of the clock, just before: a check reads it once for its
-    /// deadline and its idle connection both (each read costs this guest about 0.1 µs right
-    /// after a thread switch; bench/README.md, "Redis: the request in place, fewer clock reads").
+    /// `now` is the caller's last read of the clock, just before: what a writer alone on the lane
+    /// judges an idle connection by (`send`), so a check reads the clock once for its deadline
+    /// and its idle connection both (bench/README.md, "Redis: the request in place, fewer clock
+    /// reads").
     void write(Lane& lane, Request* own, Deadline deadline,
                std::chrono::steady_clock::time_point now, std::unique_lock<std::mutex>& lock) {
         lane.writing = true;

@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -878,7 +877,7 @@ inline void appendScriptRequest(std::string& out, std::string_view verb,
     };
     // Sized first, so the request is allocated once, not grown as it is written.
     std::size_t count = 0;
-    std::size_t bytes = 1 + DecimalText::kMaxDigits + 2;  // the header
+    std::size_t bytes = 1 + DecimalText::kMaxChars + 2;  // the header
     forEach([&](std::string_view a) {
         ++count;
         bytes += a.size() + kArgumentFraming;

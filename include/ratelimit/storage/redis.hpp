@@ -709,13 +709,6 @@ public:
         return call(key, std::string(), phase, cost, mode, detail::TickSource(local), each);
     }
 
-    /// This host's system clock in µs: the time a call at the server's `TIME` falls back to.
-    static Tick hostMicros() {
-        return std::chrono::duration_cast<std::chrono::microseconds>(
-                   std::chrono::system_clock::now().time_since_epoch())
-            .count();
-    }
-
     /// Whether the model keeps a lease ledger (`lease`): a plain token or leaky bucket.
     static constexpr bool kLeasable =
         M::kBucket && !detail::kIsLimitSet<M> && !detail::kIsPenalized<M> && !detail::kIsTiered<M>;
@@ -792,13 +785,18 @@ public:
     /// for a limit set one per member, `<keyPrefix>:<name>:<set>:<i>:<model>:v<N><tag>`, where
     /// `<set>` joins the members' names with `+` and `i` counts from 0. The version keeps a
     /// state written in another encoding from being read; the tag is `hashTag`'s.
-    /// Each key is built in place, one allocation each (this runs on every check).
+    /// Each key is built in place, one allocation each, and the tag once (this runs on every
+    /// check).
     [[nodiscard]] std::vector<std::string> redisKeys(std::string_view key) const {
-        std::vector<std::string> keys(keyPrefixes_.size());
-        for (std::size_t i = 0; i < keys.size(); ++i) {
-            keys[i].reserve(keyPrefixes_[i].size() + key.size() + kLongestTagFraming);
-            keys[i].append(keyPrefixes_[i]);
-            appendHashTag(keys[i], key);
+        std::vector<std::string> keys;
+        keys.reserve(keyPrefixes_.size());
+        keys.push_back(taggedKey(keyPrefixes_.front(), key));
+        const std::string_view tag =
+            std::string_view(keys.front()).substr(keyPrefixes_.front().size());
+        for (std::size_t i = 1; i < keyPrefixes_.size(); ++i) {
+            std::string& k = keys.emplace_back();
+            k.reserve(keyPrefixes_[i].size() + tag.size());
+            k.append(keyPrefixes_[i]).append(tag);
         }
         return keys;
     }
@@ -807,25 +805,7 @@ public:
     /// digest in 32 hex digits. The length prefix keeps the encoding injective (a digest's tag
     /// starts with `#`, never a digit) and the tag non-empty (the empty key included), so one
     /// check, all of a set's members included, stays in one Cluster slot.
-    [[nodiscard]] std::string hashTag(std::string_view key) const {
-        std::string tag;
-        appendHashTag(tag, key);
-        return tag;
-    }
-
-    /// The most bytes `hashTag` adds to the key's own: a digest's whole tag.
-    static constexpr std::size_t kLongestTagFraming = 2 + 2 * sizeof(detail::Digest128) + 1;
-
-    void appendHashTag(std::string& out, std::string_view key) const {
-        const RedisStorageOptions& o = shared_->options;
-        if (key.size() > o.maxKeyBytes) {
-            const detail::SipHash128 digest(o.keyDigestKey[0], o.keyDigestKey[1]);
-            out.append("{#").append(hexOf(digest(key))).append("}");
-            return;
-        }
-        out.append("{").append(detail::DecimalText(key.size()).view()).append(":");
-        out.append(key).append("}");
-    }
+    [[nodiscard]] std::string hashTag(std::string_view key) const { return taggedKey({}, key); }
 
     /// `d` in 32 lowercase hex digits, its high word first.
     static std::string hexOf(const detail::Digest128& d) {
@@ -878,6 +858,30 @@ public:
     }
 
 private:
+    /// `prefix` followed by `key`'s `hashTag`, reserved once.
+    [[nodiscard]] std::string taggedKey(std::string_view prefix, std::string_view key) const {
+        const RedisStorageOptions& o = shared_->options;
+        std::string out;
+        if (key.size() > o.maxKeyBytes) {
+            const detail::SipHash128 digest(o.keyDigestKey[0], o.keyDigestKey[1]);
+            const std::string hex = hexOf(digest(key));
+            out.reserve(prefix.size() + hex.size() + 3);
+            out.append(prefix).append("{#").append(hex).append("}");
+            return out;
+        }
+        const detail::DecimalText length(key.size());
+        out.reserve(prefix.size() + length.view().size() + key.size() + 3);
+        out.append(prefix).append("{").append(length.view()).append(":").append(key).append("}");
+        return out;
+    }
+
+    /// This host's system clock in µs: the time a call at the server's `TIME` falls back to.
+    static Tick hostMicros() {
+        return std::chrono::duration_cast<std::chrono::microseconds>(
+                   SystemClock{}.now().time_since_epoch())
+            .count();
+    }
+
     /// A quota and the arguments that send it.
     struct Enforced {
         QuotaOf<M> quota;
@@ -919,8 +923,8 @@ private:
     static constexpr std::size_t kMaxRedirects = 5;
 
     /// One call of the model's script, or with `lease` of its lease script. `fallbackNow` is
-    /// the time the fallback table steps at, read only when the call falls back (a clock read
-    /// on every check cost this guest about 0.1 µs of the client's CPU).
+    /// the time the fallback table steps at, read only when the call falls back: a check that
+    /// Redis answers reads no clock for it.
     [[nodiscard]] Decision call(std::string_view key, const std::string& now, Tick phase,
                                 std::int64_t cost, StepMode mode, detail::TickSource fallbackNow,
                                 Each* each, const detail::LeaseCall* lease = nullptr) const {
