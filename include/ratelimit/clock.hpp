@@ -9,6 +9,7 @@
 #    include <time.h>  // NOLINT(modernize-deprecated-headers): clock_gettime is POSIX, here
 #endif
 
+#include <ratelimit/detail/checked_math.hpp>
 #include <ratelimit/detail/chrono.hpp>
 #include <ratelimit/detail/ref_counted.hpp>
 
@@ -116,6 +117,16 @@ public:
             std::chrono::system_clock::now().time_since_epoch())};
     }
 };
+
+namespace detail {
+
+/// This host's system clock in whole ticks of `nanosPerTick` nanoseconds: the time at which a
+/// limiter whose clock the store reads (`kStoreSide`) answers when it answers without the store.
+[[nodiscard]] inline std::int64_t hostTicks(std::int64_t nanosPerTick) noexcept {
+    return floorDiv(SystemClock{}.now().time_since_epoch().count(), nanosPerTick);
+}
+
+}  // namespace detail
 
 /// A clock driven by hand, for tests and simulations: starts at its own zero and moves only
 /// when told, forwards or backwards.

@@ -426,9 +426,7 @@ private:
     /// this host's system clock (what its fallback table steps at).
     [[nodiscard]] Tick ticksNow() const {
         if constexpr (detail::kStoreSideClock<Clock>) {
-            const auto sinceEpoch = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                std::chrono::system_clock::now().time_since_epoch());
-            return detail::floorDiv(sinceEpoch.count(), kNanosPerTick);
+            return detail::hostTicks(kNanosPerTick);
         } else {
             return ticks(clock_.now());
         }

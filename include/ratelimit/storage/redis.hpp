@@ -790,7 +790,7 @@ public:
     [[nodiscard]] std::vector<std::string> redisKeys(std::string_view key) const {
         std::vector<std::string> keys;
         keys.reserve(keyPrefixes_.size());
-        keys.push_back(taggedKey(keyPrefixes_.front(), key));
+        keys.push_back(taggedKey(key, keyPrefixes_.front()));
         const std::string_view tag =
             std::string_view(keys.front()).substr(keyPrefixes_.front().size());
         for (std::size_t i = 1; i < keyPrefixes_.size(); ++i) {
@@ -805,7 +805,7 @@ public:
     /// digest in 32 hex digits. The length prefix keeps the encoding injective (a digest's tag
     /// starts with `#`, never a digit) and the tag non-empty (the empty key included), so one
     /// check, all of a set's members included, stays in one Cluster slot.
-    [[nodiscard]] std::string hashTag(std::string_view key) const { return taggedKey({}, key); }
+    [[nodiscard]] std::string hashTag(std::string_view key) const { return taggedKey(key, {}); }
 
     /// `d` in 32 lowercase hex digits, its high word first.
     static std::string hexOf(const detail::Digest128& d) {
@@ -827,7 +827,7 @@ public:
     /// host to the tokens it may hold unspent and when the store takes them back, in the same
     /// slot as the state.
     [[nodiscard]] std::string ledgerKey(std::string_view key) const requires kLeasable {
-        return keyPrefixes_.front() + ":leases" + hashTag(key);
+        return taggedKey(key, keyPrefixes_.front(), ":leases");
     }
 
     /// The Redis key of a single model's `key` (see `redisKeys`).
@@ -858,29 +858,28 @@ public:
     }
 
 private:
-    /// `prefix` followed by `key`'s `hashTag`, reserved once.
-    [[nodiscard]] std::string taggedKey(std::string_view prefix, std::string_view key) const {
+    /// `prefix`, then `qualifier`, then `key`'s `hashTag`, reserved once.
+    [[nodiscard]] std::string taggedKey(std::string_view key, std::string_view prefix,
+                                        std::string_view qualifier = {}) const {
         const RedisStorageOptions& o = shared_->options;
+        const std::size_t head = prefix.size() + qualifier.size();
         std::string out;
         if (key.size() > o.maxKeyBytes) {
             const detail::SipHash128 digest(o.keyDigestKey[0], o.keyDigestKey[1]);
             const std::string hex = hexOf(digest(key));
-            out.reserve(prefix.size() + hex.size() + 3);
-            out.append(prefix).append("{#").append(hex).append("}");
+            out.reserve(head + hex.size() + 3);
+            out.append(prefix).append(qualifier).append("{#").append(hex).append("}");
             return out;
         }
         const detail::DecimalText length(key.size());
-        out.reserve(prefix.size() + length.view().size() + key.size() + 3);
-        out.append(prefix).append("{").append(length.view()).append(":").append(key).append("}");
+        out.reserve(head + length.view().size() + key.size() + 3);
+        out.append(prefix).append(qualifier).append("{").append(length.view()).append(":");
+        out.append(key).append("}");
         return out;
     }
 
     /// This host's system clock in µs: the time a call at the server's `TIME` falls back to.
-    static Tick hostMicros() {
-        return std::chrono::duration_cast<std::chrono::microseconds>(
-                   SystemClock{}.now().time_since_epoch())
-            .count();
-    }
+    static Tick hostMicros() noexcept { return detail::hostTicks(RedisStorage::kNanosPerTick); }
 
     /// A quota and the arguments that send it.
     struct Enforced {
