@@ -120,8 +120,9 @@ public:
 
 namespace detail {
 
-/// This host's system clock in whole ticks of `nanosPerTick` nanoseconds: the time at which a
-/// limiter whose clock the store reads (`kStoreSide`) answers when it answers without the store.
+/// This host's system clock in whole ticks of `nanosPerTick` nanoseconds (> 0), floored: what a
+/// limiter whose clock the store reads (`kStoreSide`) uses in place of the store's time, when it
+/// answers without the store or starts a limit change.
 [[nodiscard]] inline std::int64_t hostTicks(std::int64_t nanosPerTick) noexcept {
     return floorDiv(SystemClock{}.now().time_since_epoch().count(), nanosPerTick);
 }

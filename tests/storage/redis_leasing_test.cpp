@@ -16,6 +16,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -731,6 +732,36 @@ TEST_CASE(
     CAPTURE(admitted, exact, lastUs - firstUs);
     CHECK(admitted > 0);
     CHECK(admitted <= exact + 4 * (kTokens - 1 + kTokens / 4));
+}
+
+TEST_CASE("LeasedLimiter: a key's lease ledger is its state's key with :leases before the tag",
+          "[redis][leasing]") {
+    const auto server = startServer();
+    if (!server) {
+        return;
+    }
+    const RedisStorage::Options options = storageOptions(*server, "rl-ledger");
+    const RedisStorage storage(options);
+    ManualClock clock;
+    auto host = ledgerHost(storage, clock, "names");
+    const std::string overBound(options.maxKeyBytes + 1, 'k');  // its tag is its digest's
+    std::set<std::string> expected;
+    for (const std::string& key : {std::string("user:1"), std::string(), overBound}) {
+        REQUIRE(host->tryAcquire(key).allowed);  // takes a lease: writes the key's ledger
+        const std::string state =
+            redisKeyOf<ratelimit::TokenBucketModel>("rl-ledger", "names", key, options);
+        const std::string tag = hashTagOf(key, options);
+        REQUIRE(state.ends_with(tag));
+        expected.insert(state.substr(0, state.size() - tag.size()) + ":leases" + tag);
+    }
+    const RedisContextPtr raw = connectTo(*server);
+    const RedisReplyPtr keys = command(raw.get(), {"KEYS", "*:leases{*"});
+    REQUIRE(keys->type == REDIS_REPLY_ARRAY);
+    std::set<std::string> found;
+    for (std::size_t k = 0; k < keys->elements; ++k) {
+        found.emplace(keys->element[k]->str, keys->element[k]->len);
+    }
+    CHECK(found == expected);
 }
 
 }  // namespace ratelimit_test

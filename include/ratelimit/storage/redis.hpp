@@ -858,7 +858,8 @@ public:
     }
 
 private:
-    /// `prefix`, then `qualifier`, then `key`'s `hashTag`, reserved once.
+    /// `prefix`, then `qualifier`, then `key`'s `hashTag`, reserved once: every check builds
+    /// its keys, and a lease call its ledger's too.
     [[nodiscard]] std::string taggedKey(std::string_view key, std::string_view prefix,
                                         std::string_view qualifier = {}) const {
         const RedisStorageOptions& o = shared_->options;
